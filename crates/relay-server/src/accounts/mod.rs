@@ -1,0 +1,179 @@
+//! Accounts and sessions: signup, signin, signout and `GET /v1/me` (spec §2.3, §2.4, §4.1, §5).
+
+mod password;
+mod throttle;
+mod token;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use relay_wire::account::{Credentials, Me, Session};
+use relay_wire::{ErrorBody, ErrorCode, OkResponse};
+
+pub use password::Passwords;
+pub use throttle::SigninThrottle;
+pub use token::{bearer_token, new_token, token_hash};
+
+use crate::app::AppState;
+use crate::config::SignupMode;
+use crate::domain::{Email, Password, Role};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Caller, ClientAddr, Json};
+use crate::store::{NewUser, StoreError};
+
+/// The caller in open mode.
+pub const LOCAL_USER: &str = "local";
+
+/// A new opaque user id: `u_` + 16 hex.
+pub fn new_user_id() -> String {
+    let bytes: [u8; 8] = rand::random();
+    format!("u_{}", hex::encode(bytes))
+}
+
+fn parse_credentials(body: &Credentials) -> ApiResult<(Email, Password)> {
+    let email = Email::parse(&body.email).map_err(ApiError::invalid)?;
+    let password = Password::parse(&body.password).map_err(ApiError::invalid)?;
+    Ok((email, password))
+}
+
+/// Open mode: an unchanged client signs in and gets a token that is accepted and ignored.
+fn open_mode_session(email: &Email) -> Session {
+    Session {
+        token: new_token(),
+        email: email.to_string(),
+        role: LOCAL_USER.into(),
+        limit: -1,
+    }
+}
+
+/// Create an account and sign it in.
+#[utoipa::path(post, path = "/v1/auth/signup", tag = "accounts",
+    request_body = Credentials,
+    responses(
+        (status = 200, description = "Account created; a session for it", body = Session),
+        (status = 400, description = "Email or password breaks the rules", body = ErrorBody),
+        (status = 403, description = "`signup_closed`", body = ErrorBody),
+        (status = 409, description = "`email_taken`", body = ErrorBody),
+    ))]
+pub async fn signup(
+    State(state): State<AppState>,
+    Json(body): Json<Credentials>,
+) -> ApiResult<axum::Json<Session>> {
+    let (email, password) = parse_credentials(&body)?;
+    let (Some(auth), Some(auth_config)) = (state.auth(), state.config().auth.as_ref()) else {
+        return Ok(axum::Json(open_mode_session(&email)));
+    };
+    if auth_config.signup == SignupMode::Closed {
+        return Err(ApiError::new(
+            ErrorCode::SignupClosed,
+            "signups are closed on this server",
+        ));
+    }
+    let password_hash = state.passwords().hash(password.expose()).await?;
+    let new = NewUser {
+        id: new_user_id(),
+        email: email.clone(),
+        password_hash,
+        role: Role::User,
+        limit: auth_config.default_limit,
+        created_at: crate::clock::now(),
+    };
+    let user = match auth.create_user(new).await {
+        Ok(user) => user,
+        Err(StoreError::Conflict(_)) => {
+            return Err(ApiError::new(
+                ErrorCode::EmailTaken,
+                "an account with this email already exists",
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let session = state.start_session(&user).await?;
+    Ok(axum::Json(session))
+}
+
+/// Sign in with email and password.
+#[utoipa::path(post, path = "/v1/auth/signin", tag = "accounts",
+    request_body = Credentials,
+    responses(
+        (status = 200, description = "A new session", body = Session),
+        (status = 400, description = "Email or password breaks the rules", body = ErrorBody),
+        (status = 401, description = "`invalid_credentials`: unknown email or wrong password alike", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: too many failed signins for this email or address", body = ErrorBody),
+    ))]
+pub async fn signin(
+    State(state): State<AppState>,
+    ClientAddr(peer): ClientAddr,
+    Json(body): Json<Credentials>,
+) -> ApiResult<axum::Json<Session>> {
+    let (email, password) = parse_credentials(&body)?;
+    let Some(auth) = state.auth() else {
+        return Ok(axum::Json(open_mode_session(&email)));
+    };
+    let mut keys = vec![format!("email:{email}")];
+    if let Some(ip) = peer {
+        keys.push(format!("addr:{ip}"));
+    }
+    if let Some(wait) = state.signin_throttle().locked(&keys) {
+        return Err(ApiError::rate_limited(wait));
+    }
+    let found = auth.user_by_email(email.as_str()).await?;
+    let stored = found.as_ref().map(|(_, hash)| hash.as_str());
+    if !state.passwords().verify(password.expose(), stored).await? {
+        if let Some(wait) = state.signin_throttle().record_failure(&keys) {
+            return Err(ApiError::rate_limited(wait));
+        }
+        return Err(ApiError::new(
+            ErrorCode::InvalidCredentials,
+            "email or password is wrong",
+        ));
+    }
+    let Some((user, _)) = found else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidCredentials,
+            "email or password is wrong",
+        ));
+    };
+    Ok(axum::Json(state.start_session(&user).await?))
+}
+
+/// Invalidate the presented token. Always `{ok: true}`.
+#[utoipa::path(post, path = "/v1/auth/signout", tag = "accounts",
+    security((), ("bearer" = [])),
+    responses((status = 200, description = "The token no longer works", body = OkResponse)))]
+pub async fn signout(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> ApiResult<axum::Json<OkResponse>> {
+    if let (Some(auth), Some(token)) = (state.auth(), bearer_token(&headers)) {
+        auth.delete_session(&token_hash(token)).await?;
+    }
+    Ok(axum::Json(OkResponse::yes()))
+}
+
+/// The caller's account and quota.
+#[utoipa::path(get, path = "/v1/me", tag = "accounts",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Account snapshot; `auth: false` in open mode", body = Me),
+        (status = 401, description = "No valid token", body = ErrorBody),
+    ))]
+pub async fn get_me(State(state): State<AppState>, caller: Caller) -> ApiResult<axum::Json<Me>> {
+    Ok(axum::Json(match caller {
+        Caller::Local => Me {
+            auth: false,
+            role: LOCAL_USER.into(),
+            email: String::new(),
+            limit: -1,
+            used: state.open_mode_legs(),
+            remaining: -1,
+        },
+        Caller::User(user) => Me {
+            auth: true,
+            role: user.role.as_str().into(),
+            email: user.email.clone(),
+            limit: user.effective_limit(),
+            used: user.used,
+            remaining: user.remaining(),
+        },
+    }))
+}

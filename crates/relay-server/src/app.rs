@@ -1,0 +1,373 @@
+//! The app factory: state from configuration, the router with its layers, and `serve`.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::request_id::{
+    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
+use tower_http::set_header::SetResponseHeaderLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::accounts::{Passwords, SigninThrottle};
+use crate::config::Config;
+use crate::docs::Docs;
+use crate::error::{ApiError, code_for_status};
+use crate::metrics::Metrics;
+use crate::store::{AuthStore, Backend, MemoryStore, Opener, StoreOptions};
+
+/// Request bodies above this are 413 (CONTRACT.md: 1 MiB except the agent stream).
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Shared by every handler; cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+struct Inner {
+    config: Config,
+    auth: Option<Arc<dyn AuthStore>>,
+    memory: Backend,
+    passwords: Passwords,
+    signin_throttle: SigninThrottle,
+    metrics: Arc<Metrics>,
+    docs: Docs,
+    open_mode_legs: AtomicI64,
+}
+
+impl AppState {
+    pub fn config(&self) -> &Config {
+        &self.0.config
+    }
+    /// The auth store; `None` in open mode.
+    pub fn auth(&self) -> Option<&Arc<dyn AuthStore>> {
+        self.0.auth.as_ref()
+    }
+    pub fn memory(&self) -> &Arc<dyn MemoryStore> {
+        &self.0.memory.memory
+    }
+    /// Where waitlist signups go: the auth store, or in open mode the memory store's database.
+    pub fn waitlist_store(&self) -> &Arc<dyn AuthStore> {
+        self.0.auth.as_ref().unwrap_or(&self.0.memory.auth)
+    }
+    pub fn passwords(&self) -> &Passwords {
+        &self.0.passwords
+    }
+    pub fn signin_throttle(&self) -> &SigninThrottle {
+        &self.0.signin_throttle
+    }
+    pub fn metrics(&self) -> &Metrics {
+        &self.0.metrics
+    }
+    pub fn docs(&self) -> &Docs {
+        &self.0.docs
+    }
+    /// Legs served in open mode, for `GET /v1/me`.
+    pub fn open_mode_legs(&self) -> i64 {
+        self.0.open_mode_legs.load(Ordering::Relaxed)
+    }
+
+    /// The providers line of the start-up summary.
+    pub fn providers_summary(&self) -> String {
+        let providers = &self.config().providers;
+        if providers.is_empty() {
+            return "demo (built-in, offline)".to_owned();
+        }
+        providers
+            .iter()
+            .map(|p| format!("{} ({})", p.name, p.kind.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Issues a token for `user` and stores its hash.
+    pub async fn start_session(
+        &self,
+        user: &crate::store::User,
+    ) -> Result<relay_wire::account::Session, ApiError> {
+        let auth = self
+            .auth()
+            .ok_or_else(|| ApiError::internal("session without an auth store"))?;
+        let ttl_days = self.config().auth.as_ref().map_or(30, |a| a.token_ttl_days);
+        let token = crate::accounts::new_token();
+        let now = crate::clock::now();
+        auth.create_session(
+            &crate::accounts::token_hash(&token),
+            &user.id,
+            now,
+            now + f64::from(ttl_days) * 86_400.0,
+        )
+        .await?;
+        Ok(relay_wire::account::Session {
+            token,
+            email: user.email.clone(),
+            role: user.role.as_str().into(),
+            limit: user.effective_limit(),
+        })
+    }
+}
+
+/// Opened stores and everything else the app needs, built from configuration.
+pub struct Relay {
+    state: AppState,
+}
+
+/// The stores a configuration names, opened (and migrated) once each.
+pub struct Stores {
+    pub memory: Backend,
+    pub auth: Option<Arc<dyn AuthStore>>,
+}
+
+impl Stores {
+    pub async fn open(config: &Config) -> anyhow::Result<Self> {
+        let mut opener = Opener::default();
+        let memory = opener
+            .open(
+                &config.memory.url,
+                "memory.url",
+                &StoreOptions {
+                    max_connections: config.memory.max_connections,
+                    busy_timeout: Duration::from_millis(config.memory.busy_timeout_ms),
+                },
+            )
+            .await?;
+        let auth = match &config.auth {
+            Some(a) => Some(
+                opener
+                    .open(
+                        &a.url,
+                        "auth.url",
+                        &StoreOptions {
+                            max_connections: a.max_connections,
+                            busy_timeout: Duration::from_millis(a.busy_timeout_ms),
+                        },
+                    )
+                    .await?
+                    .auth,
+            ),
+            None => None,
+        };
+        Ok(Self { memory, auth })
+    }
+}
+
+impl Relay {
+    /// Opens the configured stores and builds the state.
+    pub async fn from_config(config: Config) -> anyhow::Result<Self> {
+        let stores = Stores::open(&config).await?;
+        Self::with_stores(config, stores)
+    }
+
+    /// Builds the state over stores opened elsewhere (tests wrap real stores this way).
+    pub fn with_stores(config: Config, stores: Stores) -> anyhow::Result<Self> {
+        let (memory_kib, iterations) = config
+            .auth
+            .as_ref()
+            .map_or((19_456, 2), |a| (a.argon2_memory_kib, a.argon2_iterations));
+        let passwords = Passwords::new(memory_kib, iterations)?;
+        let signin_throttle = SigninThrottle::new(
+            config.limits.signin_failures,
+            Duration::from_secs(config.limits.signin_window_secs),
+        );
+        let docs = Docs::new(&crate::routes::openapi())?;
+        Ok(Self {
+            state: AppState(Arc::new(Inner {
+                auth: if config.open_mode() {
+                    None
+                } else {
+                    stores.auth
+                },
+                memory: stores.memory,
+                config,
+                passwords,
+                signin_throttle,
+                metrics: Metrics::new(),
+                docs,
+                open_mode_legs: AtomicI64::new(0),
+            })),
+        })
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// The complete router: every route of `routes::api`, the fallbacks, and the layers.
+    pub fn router(&self) -> Router {
+        let state = self.state.clone();
+        let (router, _) = crate::routes::api().split_for_parts();
+        let mut router = router
+            .route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                crate::metrics::track,
+            ))
+            .fallback(fallback_not_found)
+            .method_not_allowed_fallback(fallback_method_not_allowed)
+            .layer(DefaultBodyLimit::max(BODY_LIMIT))
+            .layer(middleware::from_fn(json_errors))
+            .layer(CatchPanicLayer::custom(|_| {
+                ApiError::internal("a handler panicked").into_response()
+            }))
+            .layer(SetResponseHeaderLayer::overriding(
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ))
+            .layer(SetResponseHeaderLayer::overriding(
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            ));
+        if let Some(cors) = cors_layer(state.config()) {
+            router = router.layer(cors);
+        }
+        router
+            .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+            .layer(
+                TraceLayer::new_for_http()
+                    // Only method, path and request id: headers (tokens) and bodies (passwords) never reach the log.
+                    .make_span_with(|req: &Request| {
+                        let id = req
+                            .extensions()
+                            .get::<RequestId>()
+                            .and_then(|id| id.header_value().to_str().ok())
+                            .unwrap_or("-");
+                        tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+                    })
+                    .on_request(())
+                    .on_response(
+                        |res: &Response, latency: Duration, _span: &tracing::Span| {
+                            tracing::info!(status = res.status().as_u16(), latency_ms = latency.as_secs_f64() * 1000.0, "response");
+                        },
+                    ),
+            )
+            .layer(SetRequestIdLayer::new(REQUEST_ID, RandomRequestId))
+            .with_state(state)
+    }
+}
+
+fn cors_layer(config: &Config) -> Option<CorsLayer> {
+    let origins = &config.cors.allow_origins;
+    if origins.is_empty() {
+        return None;
+    }
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()))
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
+            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+            .expose_headers([REQUEST_ID])
+            .max_age(Duration::from_secs(600)),
+    )
+}
+
+/// Request ids: 16 random bytes in hex. A client's own `x-request-id` is kept when it is sane.
+#[derive(Clone, Copy)]
+struct RandomRequestId;
+
+impl MakeRequestId for RandomRequestId {
+    fn make_request_id<B>(&mut self, _request: &axum::http::Request<B>) -> Option<RequestId> {
+        let bytes: [u8; 16] = rand::random();
+        HeaderValue::from_str(&hex::encode(bytes))
+            .ok()
+            .map(RequestId::new)
+    }
+}
+
+async fn fallback_not_found(State(state): State<AppState>, method: Method) -> ApiError {
+    state
+        .metrics()
+        .observe_request(method.as_str(), "unmatched", StatusCode::NOT_FOUND, 0.0);
+    ApiError::not_found("no such endpoint; see /docs")
+}
+
+async fn fallback_method_not_allowed() -> ApiError {
+    ApiError::new(
+        relay_wire::ErrorCode::MethodNotAllowed,
+        "this endpoint does not take that method; see /docs",
+    )
+}
+
+/// Rewrites any error that did not come from our handlers (a framework rejection) into our shape.
+async fn json_errors(req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/json"));
+    if is_json {
+        return response;
+    }
+    let code = code_for_status(status);
+    let message = status.canonical_reason().unwrap_or("error").to_lowercase();
+    let mut rewritten = ApiError::new(code, message).into_response();
+    *rewritten.status_mut() = status;
+    for name in [header::RETRY_AFTER, header::ALLOW] {
+        if let Some(v) = response.headers().get(&name) {
+            rewritten.headers_mut().insert(name, v.clone());
+        }
+    }
+    rewritten
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then drains in-flight requests.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+/// Resolves on ctrl-c or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for ctrl-c");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down: draining in-flight requests");
+}

@@ -1,0 +1,134 @@
+//! The one error type handlers return, rendered as `{error, message}` with the code's status.
+//!
+//! 5xx details are logged here, once, and never put in a body.
+
+use std::borrow::Cow;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use relay_wire::ErrorCode;
+use serde_json::{Map, Value};
+
+use crate::store::StoreError;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: Cow<'static, str>,
+    retry_after: Option<u64>,
+    /// The usual success shape, emptied, that a 503 carries besides `error` and `message`
+    /// (spec §4.4 rule 4: `{"notes": [], "error": …}`).
+    shape: Option<Map<String, Value>>,
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            retry_after: None,
+            shape: None,
+        }
+    }
+
+    pub fn invalid(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorCode::InvalidRequest, message)
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(
+            ErrorCode::Unauthorized,
+            "a valid token is required: send Authorization: Bearer <token> from /v1/auth/signin",
+        )
+    }
+
+    pub fn not_found(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorCode::NotFound, message)
+    }
+
+    pub fn rate_limited(retry_after_secs: u64) -> Self {
+        Self::new(
+            ErrorCode::RateLimited,
+            "too many requests; retry after the time in Retry-After",
+        )
+        .with_retry_after(retry_after_secs)
+    }
+
+    /// An unexpected failure: the detail goes to the log, the client gets a generic message.
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %detail, "internal error");
+        Self::new(
+            ErrorCode::Internal,
+            "internal error; the request id identifies it in the logs",
+        )
+    }
+
+    pub fn store_unavailable(detail: impl std::fmt::Display) -> Self {
+        tracing::warn!(error = %detail, "store unavailable");
+        Self::new(
+            ErrorCode::StoreUnavailable,
+            "the store is unavailable; retry shortly",
+        )
+    }
+
+    pub fn with_retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs.max(1));
+        self
+    }
+
+    /// Adds the emptied success shape (only objects are merged).
+    pub fn with_shape(mut self, shape: Value) -> Self {
+        if let Value::Object(map) = shape {
+            self.shape = Some(map);
+        }
+        self
+    }
+
+    pub fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(detail) => Self::store_unavailable(detail),
+            StoreError::Conflict(what) => Self::internal(format!("unexpected conflict: {what}")),
+            StoreError::Internal(detail) => Self::internal(detail),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut body = self.shape.unwrap_or_default();
+        body.insert("error".into(), Value::String(self.code.as_str().into()));
+        body.insert("message".into(), Value::String(self.message.into_owned()));
+        let mut response = (status, axum::Json(Value::Object(body))).into_response();
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+/// The code a bare status stands for, when something outside our handlers produced it.
+pub fn code_for_status(status: StatusCode) -> ErrorCode {
+    match status.as_u16() {
+        400 | 422 => ErrorCode::InvalidRequest,
+        401 => ErrorCode::Unauthorized,
+        403 => ErrorCode::Forbidden,
+        404 => ErrorCode::NotFound,
+        405 => ErrorCode::MethodNotAllowed,
+        413 => ErrorCode::PayloadTooLarge,
+        429 => ErrorCode::RateLimited,
+        502 => ErrorCode::UpstreamError,
+        503 => ErrorCode::StoreUnavailable,
+        _ => ErrorCode::Internal,
+    }
+}

@@ -1,0 +1,129 @@
+//! Extractors of our own, so that every rejection is an `invalid_request` (or 413) in our shape,
+//! naming the field at fault, and so identity comes only from the token.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use crate::app::AppState;
+use crate::error::ApiError;
+use relay_wire::ErrorCode;
+
+/// A JSON body. Malformed JSON, wrong types and missing fields are 400 with the field's path.
+pub struct Json<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(ErrorCode::PayloadTooLarge, "request body is too large")
+            } else {
+                ApiError::invalid("cannot read the request body")
+            }
+        })?;
+        parse_json(&bytes).map(Json)
+    }
+}
+
+/// Parses a JSON body into `T`, naming the path of the first problem.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::invalid("request body must be a JSON object"));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let what = if inner.is_syntax() || inner.is_eof() {
+            format!("request body is not valid JSON ({inner})")
+        } else if path == "." {
+            inner.to_string()
+        } else {
+            format!("{inner} at `{path}`")
+        };
+        ApiError::invalid(what)
+    })?;
+    de.end().map_err(|_| {
+        ApiError::invalid("request body has trailing characters after the JSON value")
+    })?;
+    Ok(value)
+}
+
+/// A query string, with our error shape on bad values.
+pub struct Query<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(de)
+            .map(Query)
+            .map_err(|e| {
+                let path = e.path().to_string();
+                let inner = e.into_inner();
+                if path == "." {
+                    ApiError::invalid(format!("query string: {inner}"))
+                } else {
+                    ApiError::invalid(format!("query parameter `{path}`: {inner}"))
+                }
+            })
+    }
+}
+
+/// Who is calling: the account behind the Bearer token, or `local` in open mode.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    Local,
+    User(crate::store::User),
+}
+
+impl Caller {
+    /// The id notes and quota are stored under.
+    pub fn user_id(&self) -> &str {
+        match self {
+            Self::Local => crate::accounts::LOCAL_USER,
+            Self::User(u) => &u.id,
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let Some(auth) = state.auth() else {
+            return Ok(Self::Local);
+        };
+        let token =
+            crate::accounts::bearer_token(&parts.headers).ok_or_else(ApiError::unauthorized)?;
+        let hash = crate::accounts::token_hash(token);
+        match auth.session_user(&hash, crate::clock::now()).await? {
+            Some(user) => Ok(Self::User(user)),
+            None => Err(ApiError::unauthorized()),
+        }
+    }
+}
+
+/// The peer's IP address, when the server runs with connect info (always, under `serve`).
+pub struct ClientAddr(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(
+            parts
+                .extensions
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip()),
+        ))
+    }
+}

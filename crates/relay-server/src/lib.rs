@@ -1,0 +1,22 @@
+//! Relay: the HTTP service an AI coding terminal talks to, as a library.
+//!
+//! `Relay::from_config` opens the stores and builds the state, `Relay::router` the app, and `serve`
+//! runs it on a bound listener until a shutdown future resolves.
+
+pub mod accounts;
+pub mod app;
+pub mod clock;
+pub mod config;
+pub mod docs;
+pub mod domain;
+pub mod error;
+pub mod extract;
+pub mod health;
+pub mod metrics;
+pub mod operator;
+pub mod routes;
+pub mod store;
+pub mod waitlist;
+
+pub use app::{AppState, Relay, Stores, serve, shutdown_signal};
+pub use config::Config;

@@ -1,0 +1,196 @@
+//! Operator commands (`relay users …`) and start-up checks, kept in the library so the binary stays
+//! a thin CLI and tests can drive the same code.
+
+use std::io::BufRead;
+
+use crate::app::Stores;
+use crate::config::{Config, redact_url};
+use crate::domain::{Email, Password, Role};
+use crate::store::{NewUser, StoreError, User, UserChanges};
+
+/// The one-line start-up summary: bind, stores (credentials redacted), auth mode, providers.
+pub fn startup_summary(config: &Config, providers: &str) -> String {
+    let auth = match &config.auth {
+        Some(a) => format!(
+            "accounts (signup {}, store {})",
+            match a.signup {
+                crate::config::SignupMode::Open => "open",
+                crate::config::SignupMode::Closed => "closed",
+            },
+            redact_url(&a.url)
+        ),
+        None => {
+            "OPEN MODE (no [auth] table: every endpoint is open, the caller is `local`)".to_owned()
+        }
+    };
+    format!(
+        "relay listening on {} | memory store {} | auth: {} | providers: {}",
+        config.bind,
+        redact_url(&config.memory.url),
+        auth,
+        providers
+    )
+}
+
+/// In open mode anybody who can reach the port is `local`: refuse a non-loopback bind unless told.
+pub fn check_open_bind(config: &Config, allow_open: bool) -> anyhow::Result<()> {
+    if config.open_mode() && !config.bind.ip().is_loopback() && !allow_open {
+        anyhow::bail!(
+            "refusing to listen on {} in open mode: anyone who can reach it gets full access. \
+             Add an [auth] table to the configuration, bind to 127.0.0.1, or pass --allow-open",
+            config.bind
+        );
+    }
+    Ok(())
+}
+
+/// Operator failures, shown to the operator as they are.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    #[error(
+        "no auth store is configured: add an [auth] table (or RELAY_AUTH_URL) to manage accounts"
+    )]
+    NoAuth,
+    #[error("{0}")]
+    Invalid(String),
+    #[error("no account with email {0}")]
+    NoSuchUser(String),
+    #[error("an account with email {0} already exists")]
+    Exists(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+pub struct Users {
+    stores: Stores,
+    config: Config,
+}
+
+impl Users {
+    pub async fn open(config: Config) -> Result<Self, OperatorError> {
+        if config.open_mode() {
+            return Err(OperatorError::NoAuth);
+        }
+        let stores = Stores::open(&config).await?;
+        Ok(Self { stores, config })
+    }
+
+    fn auth(&self) -> Result<&std::sync::Arc<dyn crate::store::AuthStore>, OperatorError> {
+        self.stores.auth.as_ref().ok_or(OperatorError::NoAuth)
+    }
+
+    /// `relay users add EMAIL [--role R] [--limit N]`, the password read from `password_source`'s first line.
+    pub async fn add(
+        &self,
+        email: &str,
+        role: Option<&str>,
+        limit: Option<i64>,
+        password_source: impl BufRead,
+    ) -> Result<User, OperatorError> {
+        let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
+        let role = role
+            .map(Role::parse)
+            .transpose()
+            .map_err(OperatorError::Invalid)?
+            .unwrap_or(Role::User);
+        let limit = check_limit(limit)?;
+        let line = password_source
+            .lines()
+            .next()
+            .transpose()
+            .map_err(|e| {
+                OperatorError::Invalid(format!("cannot read the password from standard input: {e}"))
+            })?
+            .unwrap_or_default();
+        let password = Password::parse(line.trim_end_matches(['\r', '\n'])).map_err(|e| {
+            OperatorError::Invalid(format!("{e} (read from the first line of standard input)"))
+        })?;
+        let auth_config = self.config.auth.clone().unwrap_or_default();
+        let passwords = crate::accounts::Passwords::new(
+            auth_config.argon2_memory_kib,
+            auth_config.argon2_iterations,
+        )?;
+        let password_hash = passwords
+            .hash(password.expose())
+            .await
+            .map_err(|e| OperatorError::Invalid(e.message.into_owned()))?;
+        let new = NewUser {
+            id: crate::accounts::new_user_id(),
+            email: email.clone(),
+            password_hash,
+            role,
+            limit: limit.unwrap_or(auth_config.default_limit),
+            created_at: crate::clock::now(),
+        };
+        match self.auth()?.create_user(new).await {
+            Err(StoreError::Conflict(_)) => Err(OperatorError::Exists(email.to_string())),
+            other => Ok(other?),
+        }
+    }
+
+    pub async fn list(&self) -> Result<Vec<User>, OperatorError> {
+        Ok(self.auth()?.list_users().await?)
+    }
+
+    pub async fn set(
+        &self,
+        email: &str,
+        role: Option<&str>,
+        limit: Option<i64>,
+        reset_usage: bool,
+    ) -> Result<User, OperatorError> {
+        let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
+        let changes = UserChanges {
+            role: role
+                .map(Role::parse)
+                .transpose()
+                .map_err(OperatorError::Invalid)?,
+            limit: check_limit(limit)?,
+            reset_usage,
+        };
+        self.auth()?
+            .update_user(email.as_str(), changes)
+            .await?
+            .ok_or_else(|| OperatorError::NoSuchUser(email.to_string()))
+    }
+
+    /// Deletes the account, its sessions, and every note it stored.
+    pub async fn delete(&self, email: &str) -> Result<User, OperatorError> {
+        let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
+        let user = self
+            .auth()?
+            .delete_user(email.as_str())
+            .await?
+            .ok_or_else(|| OperatorError::NoSuchUser(email.to_string()))?;
+        self.stores.memory.memory.delete_all_notes(&user.id).await?;
+        Ok(user)
+    }
+}
+
+fn check_limit(limit: Option<i64>) -> Result<Option<i64>, OperatorError> {
+    match limit {
+        Some(n) if n < -1 => Err(OperatorError::Invalid(format!(
+            "--limit must be -1 (unlimited) or a count, not {n}"
+        ))),
+        other => Ok(other),
+    }
+}
+
+/// One line per account for `relay users list`.
+pub fn format_user(u: &User) -> String {
+    let limit = if u.unlimited() {
+        "unlimited".to_owned()
+    } else {
+        u.limit.to_string()
+    };
+    format!(
+        "{}\t{}\t{}\tused {}\tlimit {}",
+        u.email,
+        u.role.as_str(),
+        u.id,
+        u.used,
+        limit
+    )
+}

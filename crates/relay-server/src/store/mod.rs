@@ -1,0 +1,219 @@
+//! Storage: the traits handlers use, and the backend chosen by the URL scheme.
+//!
+//! Handlers see only `Arc<dyn AuthStore>` and `Arc<dyn MemoryStore>`; each backend lives in its own
+//! module with its own migrations, so a new backend adds a module and touches no handler.
+
+pub mod sqlite;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::domain::{Email, Role};
+
+/// What can go wrong in a store, in the terms handlers act on.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness rule was broken (an email already registered).
+    #[error("conflict: {0}")]
+    Conflict(&'static str),
+    /// The store cannot be reached or is locked or full; the caller may retry later.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else: a bug or corrupt data. Logged, never shown.
+    #[error("store error: {0}")]
+    Internal(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::Database(db) if db.is_unique_violation() => Self::Conflict("unique"),
+            sqlx::Error::ColumnDecode { .. }
+            | sqlx::Error::ColumnNotFound(_)
+            | sqlx::Error::ColumnIndexOutOfBounds { .. }
+            | sqlx::Error::Decode(_)
+            | sqlx::Error::TypeNotFound { .. }
+            | sqlx::Error::Encode(_)
+            | sqlx::Error::RowNotFound
+            | sqlx::Error::Migrate(_) => Self::Internal(e.to_string()),
+            // Connection, pool, I/O, lock and disk failures: the store is (for now) unavailable.
+            _ => Self::Unavailable(e.to_string()),
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// An account as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct User {
+    pub id: String,
+    pub email: String,
+    pub role: Role,
+    /// Quota; -1 is unlimited.
+    pub limit: i64,
+    pub used: i64,
+    pub created_at: f64,
+}
+
+impl User {
+    /// Admins and accounts with limit -1 are unlimited.
+    pub fn unlimited(&self) -> bool {
+        self.role == Role::Admin || self.limit < 0
+    }
+
+    pub fn effective_limit(&self) -> i64 {
+        if self.unlimited() { -1 } else { self.limit }
+    }
+
+    pub fn remaining(&self) -> i64 {
+        if self.unlimited() {
+            -1
+        } else {
+            (self.limit - self.used).max(0)
+        }
+    }
+}
+
+/// A new account.
+#[derive(Debug, Clone)]
+pub struct NewUser {
+    pub id: String,
+    pub email: Email,
+    pub password_hash: String,
+    pub role: Role,
+    pub limit: i64,
+    pub created_at: f64,
+}
+
+/// What `relay users set` may change.
+#[derive(Debug, Clone, Default)]
+pub struct UserChanges {
+    pub role: Option<Role>,
+    pub limit: Option<i64>,
+    pub reset_usage: bool,
+}
+
+/// The outcome of asking for one quota unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    Admitted,
+    QuotaExceeded,
+}
+
+/// Accounts, sessions, quota and the waitlist.
+#[async_trait]
+pub trait AuthStore: Send + Sync {
+    /// Creates the account; `Conflict` when the email is taken.
+    async fn create_user(&self, user: NewUser) -> StoreResult<User>;
+    /// The account and its password hash.
+    async fn user_by_email(&self, email: &str) -> StoreResult<Option<(User, String)>>;
+    async fn list_users(&self) -> StoreResult<Vec<User>>;
+    async fn update_user(&self, email: &str, changes: UserChanges) -> StoreResult<Option<User>>;
+    /// Removes the account and its sessions; the caller removes notes from the memory store.
+    async fn delete_user(&self, email: &str) -> StoreResult<Option<User>>;
+
+    async fn create_session(
+        &self,
+        token_hash: &str,
+        user_id: &str,
+        now: f64,
+        expires_at: f64,
+    ) -> StoreResult<()>;
+    /// The account behind an unexpired session.
+    async fn session_user(&self, token_hash: &str, now: f64) -> StoreResult<Option<User>>;
+    async fn delete_session(&self, token_hash: &str) -> StoreResult<()>;
+
+    /// Takes one quota unit in one atomic statement: no leg is admitted past the limit.
+    async fn admit_leg(&self, user_id: &str) -> StoreResult<Admission>;
+    /// Gives back a unit taken by `admit_leg`.
+    async fn refund_leg(&self, user_id: &str) -> StoreResult<()>;
+
+    /// Idempotent: a repeated email changes nothing and is not reported.
+    async fn add_to_waitlist(&self, email: &str, source: &str, now: f64) -> StoreResult<()>;
+
+    /// A cheap round trip for readiness.
+    async fn ping(&self) -> StoreResult<()>;
+}
+
+/// Project memory (notes) and open-mode usage.
+#[async_trait]
+pub trait MemoryStore: Send + Sync {
+    /// The GDPR cascade: every note of the user in every project and everything derived from them
+    /// (index rows, id counters), in one transaction. Returns how many notes went.
+    async fn delete_all_notes(&self, user_id: &str) -> StoreResult<u64>;
+
+    /// A cheap round trip for readiness.
+    async fn ping(&self) -> StoreResult<()>;
+}
+
+/// Connection settings shared by every backend.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub max_connections: u32,
+    pub busy_timeout: Duration,
+}
+
+/// One opened backend; it serves as both stores when both URLs name it.
+#[derive(Clone)]
+pub struct Backend {
+    pub auth: Arc<dyn AuthStore>,
+    pub memory: Arc<dyn MemoryStore>,
+}
+
+/// The backend a URL's scheme names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Sqlite,
+    Postgres,
+}
+
+impl Scheme {
+    /// `key` names the setting in the error message.
+    pub fn of(url: &str, key: &str) -> Result<Self, String> {
+        let scheme = url.split(':').next().unwrap_or_default();
+        match scheme {
+            "sqlite" => Ok(Self::Sqlite),
+            "postgres" | "postgresql" => Ok(Self::Postgres),
+            other => Err(format!(
+                "{key}: unknown store scheme `{other}`; use sqlite://PATH or postgres://USER@HOST/DB"
+            )),
+        }
+    }
+}
+
+/// Opens stores by URL, once per distinct URL, running migrations on first open.
+#[derive(Default)]
+pub struct Opener {
+    opened: HashMap<String, Backend>,
+}
+
+impl Opener {
+    pub async fn open(
+        &mut self,
+        url: &str,
+        key: &str,
+        options: &StoreOptions,
+    ) -> anyhow::Result<Backend> {
+        if let Some(b) = self.opened.get(url) {
+            return Ok(b.clone());
+        }
+        let backend = match Scheme::of(url, key).map_err(anyhow::Error::msg)? {
+            Scheme::Sqlite => {
+                let store = Arc::new(sqlite::SqliteStore::open(url, options).await?);
+                Backend {
+                    auth: store.clone(),
+                    memory: store,
+                }
+            }
+            Scheme::Postgres => anyhow::bail!(
+                "{key}: PostgreSQL is not available in this build yet; use sqlite://PATH"
+            ),
+        };
+        self.opened.insert(url.to_owned(), backend.clone());
+        Ok(backend)
+    }
+}

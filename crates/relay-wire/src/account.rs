@@ -1,0 +1,49 @@
+//! Accounts and sessions: signin/signup bodies, the session result (spec §2.4), the account snapshot
+//! (§2.3) and the waitlist.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// `POST /v1/auth/signin` and `POST /v1/auth/signup`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Credentials {
+    /// Trimmed and lower-cased; one `@` with text on both sides and a dot in the domain; at most 254 characters.
+    pub email: String,
+    /// 8 to 256 characters.
+    pub password: String,
+}
+
+/// Session result (spec §2.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Session {
+    /// `rly_` followed by 32 random bytes in base64url; send it as `Authorization: Bearer <token>`.
+    pub token: String,
+    pub email: String,
+    /// `user`, `admin`, or `local` in open mode.
+    pub role: String,
+    /// Quota of the account; `-1` is unlimited.
+    pub limit: i64,
+}
+
+/// Account snapshot (spec §2.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Me {
+    /// `false` when the service runs without an auth store (open mode).
+    pub auth: bool,
+    pub role: String,
+    pub email: String,
+    /// `-1` for unlimited accounts.
+    pub limit: i64,
+    pub used: i64,
+    /// `-1` for unlimited accounts.
+    pub remaining: i64,
+}
+
+/// `POST /v1/waitlist`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WaitlistRequest {
+    pub email: String,
+    /// Where the signup came from; defaults to `web`; at most 64 characters.
+    #[serde(default)]
+    pub source: Option<String>,
+}

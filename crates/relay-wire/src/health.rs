@@ -1,0 +1,32 @@
+//! Liveness and readiness answers.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// `GET /healthz`: `{status: "ok"}` whenever the process answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    pub status: String,
+}
+
+/// `GET /readyz`: `ready` with 200 when every check passes, `unready` with 503 otherwise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Readiness {
+    pub status: String,
+    /// One entry per dependency (`memory_store`, `auth_store`).
+    pub checks: BTreeMap<String, Check>,
+}
+
+/// One readiness check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Check {
+    /// `ok` or `down`.
+    pub status: String,
+    /// Why it is down, in operator terms (no credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// How long the check took, in milliseconds.
+    pub latency_ms: f64,
+}

@@ -1,0 +1,158 @@
+//! The `relay` binary: only the command-line definitions; everything else is in `relay-server`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use relay_server::config::{Config, ProcessEnv};
+use relay_server::operator::{self, Users};
+
+#[derive(Parser)]
+#[command(
+    name = "relay",
+    version,
+    about = "Relay: the backend of an AI coding terminal"
+)]
+struct Cli {
+    /// TOML configuration file.
+    #[arg(long, global = true, env = "RELAY_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the service.
+    Serve {
+        /// Listen on a non-loopback address even in open mode (no accounts).
+        #[arg(long)]
+        allow_open: bool,
+        /// Log as JSON lines instead of text.
+        #[arg(long)]
+        log_json: bool,
+    },
+    /// Manage accounts on the configured auth store.
+    Users {
+        #[command(subcommand)]
+        command: UsersCommand,
+    },
+    /// Print the OpenAPI document.
+    Openapi,
+}
+
+#[derive(Subcommand)]
+enum UsersCommand {
+    /// Create an account; the password is read from the first line of standard input.
+    Add {
+        email: String,
+        #[arg(long)]
+        role: Option<String>,
+        /// Quota; -1 is unlimited.
+        #[arg(long, allow_hyphen_values = true)]
+        limit: Option<i64>,
+    },
+    /// List accounts.
+    List,
+    /// Change an account's role, quota or usage.
+    Set {
+        email: String,
+        #[arg(long)]
+        role: Option<String>,
+        #[arg(long, allow_hyphen_values = true)]
+        limit: Option<i64>,
+        #[arg(long)]
+        reset_usage: bool,
+    },
+    /// Delete an account and all its data.
+    Delete { email: String },
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RELAY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().flatten_event(true).init();
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("relay: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Openapi => {
+            println!("{}", relay_server::routes::openapi().to_pretty_json()?);
+            Ok(())
+        }
+        Command::Serve {
+            allow_open,
+            log_json,
+        } => {
+            init_logging(log_json);
+            let config = Config::load(cli.config.as_deref(), &ProcessEnv)?;
+            operator::check_open_bind(&config, allow_open)?;
+            let listener = tokio::net::TcpListener::bind(config.bind)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.bind))?;
+            let relay = relay_server::Relay::from_config(config).await?;
+            tracing::info!(
+                "{}",
+                operator::startup_summary(
+                    relay.state().config(),
+                    &relay.state().providers_summary()
+                )
+            );
+            relay_server::serve(listener, relay.router(), relay_server::shutdown_signal()).await?;
+            Ok(())
+        }
+        Command::Users { command } => {
+            let config = Config::load(cli.config.as_deref(), &ProcessEnv)?;
+            let users = Users::open(config).await?;
+            match command {
+                UsersCommand::Add { email, role, limit } => {
+                    let u = users
+                        .add(&email, role.as_deref(), limit, std::io::stdin().lock())
+                        .await?;
+                    println!("added {}", operator::format_user(&u));
+                }
+                UsersCommand::List => {
+                    for u in users.list().await? {
+                        println!("{}", operator::format_user(&u));
+                    }
+                }
+                UsersCommand::Set {
+                    email,
+                    role,
+                    limit,
+                    reset_usage,
+                } => {
+                    let u = users
+                        .set(&email, role.as_deref(), limit, reset_usage)
+                        .await?;
+                    println!("updated {}", operator::format_user(&u));
+                }
+                UsersCommand::Delete { email } => {
+                    let u = users.delete(&email).await?;
+                    println!("deleted {} and all its data", u.email);
+                }
+            }
+            Ok(())
+        }
+    }
+}
