@@ -9,7 +9,7 @@ use crate::domain::{Email, Password, Role};
 use crate::store::{NewUser, StoreError, User, UserChanges};
 
 /// The one-line start-up summary: bind, stores (credentials redacted), auth mode, providers.
-pub fn startup_summary(config: &Config, providers: &str) -> String {
+pub fn startup_summary(config: &Config, bound: std::net::SocketAddr, providers: &str) -> String {
     let auth = match &config.auth {
         Some(a) => format!(
             "accounts (signup {}, store {})",
@@ -25,7 +25,7 @@ pub fn startup_summary(config: &Config, providers: &str) -> String {
     };
     format!(
         "relay listening on {} | memory store {} | auth: {} | providers: {}",
-        config.bind,
+        bound,
         redact_url(&config.memory.url),
         auth,
         providers

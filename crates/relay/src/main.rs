@@ -110,13 +110,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let listener = tokio::net::TcpListener::bind(config.bind)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.bind))?;
+            let bound = listener.local_addr()?;
             let relay = relay_server::Relay::from_config(config).await?;
+            let state = relay.state();
             tracing::info!(
                 "{}",
-                operator::startup_summary(
-                    relay.state().config(),
-                    &relay.state().providers_summary()
-                )
+                operator::startup_summary(state.config(), bound, &state.providers_summary())
             );
             relay_server::serve(listener, relay.router(), relay_server::shutdown_signal()).await?;
             Ok(())

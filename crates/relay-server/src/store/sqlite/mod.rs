@@ -227,11 +227,10 @@ impl AuthStore for SqliteStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        // Reading the schema needs a shared lock, so a database locked by another process fails here
-        // (after the busy timeout) where `SELECT 1` would pass.
-        sqlx::query("SELECT count(*) FROM sqlite_schema")
-            .execute(&self.pool)
-            .await?;
+        // Readiness means "can take a write": `SELECT 1` passes while another process holds the
+        // write lock, yet every remember would then fail. Taking and releasing the lock checks both.
+        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        tx.rollback().await?;
         Ok(())
     }
 }

@@ -1,0 +1,372 @@
+//! Signup, signin, signout, `/v1/me`, open mode and the waitlist (spec §4.1, §5; CONTRACT.md).
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::{TestApp, body, expect_error};
+
+#[tokio::test]
+async fn signup_me_signout_me_is_the_whole_session_flow() {
+    let app = TestApp::with_auth().await;
+    let r = app
+        .signup("  Ada@Example.com ", "correct horse battery")
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let session = body(r).await;
+    let token = session["token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("rly_") && token.len() == 47, "{token}");
+    assert_eq!(session["email"], "ada@example.com");
+    assert_eq!(session["role"], "user");
+    assert_eq!(session["limit"], 100);
+
+    let me = body(app.me(Some(&token)).await).await;
+    assert_eq!(
+        me,
+        json!({"auth": true, "role": "user", "email": "ada@example.com", "limit": 100, "used": 0, "remaining": 100})
+    );
+
+    let r = app.post("/v1/auth/signout", Some(&token), &json!({})).await;
+    assert_eq!(body(r).await, json!({"ok": true}));
+    expect_error(app.me(Some(&token)).await, 401, "unauthorized").await;
+
+    // Signin gives a fresh, working token.
+    let r = app.signin("ada@example.com", "correct horse battery").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let token2 = body(r).await["token"].as_str().unwrap().to_owned();
+    assert_ne!(token, token2);
+    assert_eq!(app.me(Some(&token2)).await.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn only_the_token_hash_is_stored() {
+    let app = TestApp::with_auth().await;
+    let token = app.user("hash@example.com").await;
+    let db = std::fs::read(app.dir.path().join("relay.db")).unwrap();
+    let wal = std::fs::read(app.dir.path().join("relay.db-wal")).unwrap_or_default();
+    let needle = token.as_bytes();
+    let found = |hay: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+    assert!(
+        !found(&db) && !found(&wal),
+        "the raw token is in the database file"
+    );
+}
+
+#[tokio::test]
+async fn signout_is_ok_without_or_with_a_bad_token() {
+    let app = TestApp::with_auth().await;
+    for token in [None, Some("rly_nonsense")] {
+        let r = app.post("/v1/auth/signout", token, &json!({})).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(body(r).await, json!({"ok": true}));
+    }
+}
+
+#[tokio::test]
+async fn signup_with_a_taken_email_is_409_email_taken() {
+    let app = TestApp::with_auth().await;
+    app.user("taken@example.com").await;
+    expect_error(
+        app.signup("TAKEN@example.com", "another password").await,
+        409,
+        "email_taken",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn wrong_password_and_unknown_email_are_the_same_401() {
+    let app = TestApp::with_auth().await;
+    app.user("known@example.com").await;
+    let wrong = expect_error(
+        app.signin("known@example.com", "not the password").await,
+        401,
+        "invalid_credentials",
+    )
+    .await;
+    let unknown = expect_error(
+        app.signin("nobody@example.com", "not the password").await,
+        401,
+        "invalid_credentials",
+    )
+    .await;
+    assert_eq!(wrong, unknown, "the two answers must not differ");
+}
+
+#[tokio::test]
+async fn an_expired_token_is_401() {
+    let app = TestApp::with_auth().await;
+    app.user("old@example.com").await;
+    let auth = app.state.auth().unwrap();
+    let (user, _) = auth
+        .user_by_email("old@example.com")
+        .await
+        .unwrap()
+        .unwrap();
+    let token = relay_server::accounts::new_token();
+    let now = relay_server::clock::now();
+    auth.create_session(
+        &relay_server::accounts::token_hash(&token),
+        &user.id,
+        now - 100.0,
+        now - 1.0,
+    )
+    .await
+    .unwrap();
+    expect_error(app.me(Some(&token)).await, 401, "unauthorized").await;
+}
+
+#[tokio::test]
+async fn me_without_a_valid_token_is_401() {
+    let app = TestApp::with_auth().await;
+    expect_error(app.me(None).await, 401, "unauthorized").await;
+    expect_error(app.me(Some("rly_forged")).await, 401, "unauthorized").await;
+    let r = app
+        .client
+        .get(app.url("/v1/me"))
+        .header("authorization", "Basic dXNlcjpwYXNz")
+        .send()
+        .await
+        .unwrap();
+    expect_error(r, 401, "unauthorized").await;
+}
+
+#[tokio::test]
+async fn bad_email_or_password_is_400_invalid_request() {
+    let app = TestApp::with_auth().await;
+    for (email, password, mentions) in [
+        ("no-at-sign", "long enough pw", "email"),
+        ("a@nodot", "long enough pw", "email"),
+        ("@example.com", "long enough pw", "email"),
+        ("ok@example.com", "short", "password"),
+    ] {
+        for path in ["/v1/auth/signup", "/v1/auth/signin"] {
+            let r = app
+                .post(path, None, &json!({"email": email, "password": password}))
+                .await;
+            let b = expect_error(r, 400, "invalid_request").await;
+            assert!(
+                b["message"].as_str().unwrap().contains(mentions),
+                "{path} {email}: {b}"
+            );
+        }
+    }
+    let long = "x".repeat(257);
+    expect_error(
+        app.signup("ok@example.com", &long).await,
+        400,
+        "invalid_request",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn malformed_bodies_are_400_naming_the_field() {
+    let app = TestApp::with_auth().await;
+    let b = expect_error(
+        app.post("/v1/auth/signup", None, &json!({"email": "a@b.co"}))
+            .await,
+        400,
+        "invalid_request",
+    )
+    .await;
+    assert!(b["message"].as_str().unwrap().contains("password"), "{b}");
+    let b = expect_error(
+        app.post(
+            "/v1/auth/signup",
+            None,
+            &json!({"email": 5, "password": "long enough pw"}),
+        )
+        .await,
+        400,
+        "invalid_request",
+    )
+    .await;
+    assert!(b["message"].as_str().unwrap().contains("email"), "{b}");
+    let b = expect_error(
+        app.post_raw("/v1/auth/signin", "{not json").await,
+        400,
+        "invalid_request",
+    )
+    .await;
+    assert!(b["message"].as_str().unwrap().contains("JSON"), "{b}");
+    expect_error(
+        app.post_raw("/v1/auth/signin", "").await,
+        400,
+        "invalid_request",
+    )
+    .await;
+    expect_error(
+        app.post_raw("/v1/auth/signin", "[1,2]").await,
+        400,
+        "invalid_request",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn signin_is_throttled_after_the_failure_budget_with_retry_after() {
+    let app = TestApp::with_auth().await;
+    app.user("target@example.com").await;
+    for i in 0..10 {
+        let r = app.signin("target@example.com", "wrong password!").await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "attempt {i}");
+    }
+    let r = app.signin("target@example.com", "wrong password!").await;
+    let retry: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry >= 1, "{retry}");
+    expect_error(r, 429, "rate_limited").await;
+    // While locked, even the right password is refused, so a lucky guess is not revealed.
+    expect_error(
+        app.signin("target@example.com", "correct horse battery")
+            .await,
+        429,
+        "rate_limited",
+    )
+    .await;
+    // The same address is locked for other emails too (per-address budget).
+    expect_error(
+        app.signin("other@example.com", "whatever pw").await,
+        429,
+        "rate_limited",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn successful_signins_do_not_spend_the_failure_budget() {
+    let app = TestApp::with_auth().await;
+    app.user("busy@example.com").await;
+    for _ in 0..15 {
+        assert_eq!(
+            app.signin("busy@example.com", "correct horse battery")
+                .await
+                .status(),
+            StatusCode::OK
+        );
+    }
+}
+
+#[tokio::test]
+async fn user_id_in_a_body_or_query_never_changes_identity() {
+    let app = TestApp::with_auth().await;
+    let a = app.user("a@example.com").await;
+    app.user("b@example.com").await;
+    let me = body(app.get("/v1/me?user_id=someone-else", Some(&a)).await).await;
+    assert_eq!(me["email"], "a@example.com");
+    let r = app
+        .post(
+            "/v1/auth/signin",
+            None,
+            &json!({"email": "a@example.com", "password": "correct horse battery", "user_id": "b"}),
+        )
+        .await;
+    let token = body(r).await["token"].as_str().unwrap().to_owned();
+    assert_eq!(
+        body(app.me(Some(&token)).await).await["email"],
+        "a@example.com"
+    );
+}
+
+#[tokio::test]
+async fn closed_signups_are_403_signup_closed() {
+    let app = TestApp::spawn_with(|dir| {
+        let mut c = crate::helpers::auth_config(dir);
+        c.auth.as_mut().unwrap().signup = relay_server::config::SignupMode::Closed;
+        c
+    })
+    .await;
+    expect_error(
+        app.signup("new@example.com", "long enough pw").await,
+        403,
+        "signup_closed",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn open_mode_ignores_tokens_and_answers_local() {
+    let app = TestApp::open().await;
+    let expected = json!({"auth": false, "role": "local", "email": "", "limit": -1, "used": 0, "remaining": -1});
+    for token in [None, Some("rly_garbage"), Some("anything")] {
+        let r = app.me(token).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(body(r).await, expected);
+    }
+    // An unchanged client can still sign in; its token is accepted and ignored.
+    for path in ["/v1/auth/signin", "/v1/auth/signup"] {
+        let r = app
+            .post(
+                path,
+                None,
+                &json!({"email": "me@example.com", "password": "whatever pw"}),
+            )
+            .await;
+        assert_eq!(r.status(), StatusCode::OK);
+        let s = body(r).await;
+        assert!(s["token"].as_str().unwrap().starts_with("rly_"));
+        assert_eq!(s["role"], "local");
+        assert_eq!(app.me(s["token"].as_str()).await.status(), StatusCode::OK);
+    }
+}
+
+#[tokio::test]
+async fn waitlist_is_stored_once_and_never_tells_who_is_on_it() {
+    let app = TestApp::open().await;
+    for _ in 0..2 {
+        let r = app
+            .post(
+                "/v1/waitlist",
+                None,
+                &json!({"email": "Fan@Example.com", "source": "hn"}),
+            )
+            .await;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(body(r).await, json!({"ok": true}));
+    }
+    let r = app
+        .post("/v1/waitlist", None, &json!({"email": "new@example.com"}))
+        .await;
+    assert_eq!(body(r).await, json!({"ok": true}));
+    expect_error(
+        app.post("/v1/waitlist", None, &json!({"email": "nope"}))
+            .await,
+        400,
+        "invalid_request",
+    )
+    .await;
+    let long = "s".repeat(65);
+    expect_error(
+        app.post(
+            "/v1/waitlist",
+            None,
+            &json!({"email": "x@example.com", "source": long}),
+        )
+        .await,
+        400,
+        "invalid_request",
+    )
+    .await;
+
+    let pool = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}",
+        app.dir.path().join("relay.db").display()
+    ))
+    .await
+    .unwrap();
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT email, source FROM waitlist ORDER BY email")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        rows,
+        vec![
+            ("fan@example.com".into(), "hn".into()),
+            ("new@example.com".into(), "web".into())
+        ]
+    );
+}

@@ -1,0 +1,8 @@
+//! HTTP tests of the service: each starts the app on port 0 and calls it with a real client.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+mod accounts;
+mod docs;
+mod helpers;
+mod operations;

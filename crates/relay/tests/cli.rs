@@ -1,0 +1,324 @@
+//! The `relay` binary as an operator uses it: `serve` and `users …` on one configuration file.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_relay");
+
+fn write_config(dir: &Path, extra: &str) -> std::path::PathBuf {
+    let db = dir.join("relay.db");
+    let path = dir.join("relay.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "bind = \"127.0.0.1:0\"\n[memory]\nurl = \"sqlite://{db}\"\n[auth]\nurl = \"sqlite://{db}\"\n\
+             argon2_memory_kib = 256\nargon2_iterations = 1\n{extra}",
+            db = db.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn relay(config: &Path, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(BIN)
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env_remove("RELAY_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A running `relay serve`; the port is read from its start-up line, so no sleeping.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(config: &Path) -> Self {
+        let mut child = Command::new(BIN)
+            .arg("--config")
+            .arg(config)
+            .arg("serve")
+            .env("RELAY_LOG", "info")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = BufReader::new(stderr).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("relay serve exited before listening")
+                .unwrap();
+            if let Some(rest) = line.split("relay listening on ").nth(1) {
+                break rest.split_whitespace().next().unwrap().to_owned();
+            }
+        };
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Self {
+            child,
+            base: format!("http://{addr}"),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn me(server: &Server, token: &str) -> Value {
+    runtime().block_on(async {
+        let r = reqwest::Client::new()
+            .get(format!("{}/v1/me", server.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        r.json().await.unwrap()
+    })
+}
+
+fn signin(server: &Server, email: &str, password: &str) -> String {
+    runtime().block_on(async {
+        let r = reqwest::Client::new()
+            .post(format!("{}/v1/auth/signin", server.base))
+            .json(&json!({"email": email, "password": password}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        let v: Value = r.json().await.unwrap();
+        v["token"].as_str().unwrap().to_owned()
+    })
+}
+
+/// Runs one SQL statement on the server's database, as another process would.
+fn sql(db: &Path, statement: &'static str) {
+    runtime().block_on(async {
+        let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+            .await
+            .unwrap();
+        sqlx::query(statement).execute(&pool).await.unwrap();
+    });
+}
+
+#[test]
+fn users_commands_are_visible_through_me_on_a_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "default_limit = 100\n");
+    let server = Server::start(&config);
+
+    let out = relay(
+        &config,
+        &["users", "add", "ops@example.com", "--limit", "5"],
+        "s3cret-password\n",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = signin(&server, "ops@example.com", "s3cret-password");
+    let m = me(&server, &token);
+    assert_eq!(m["limit"], 5);
+    assert_eq!(m["role"], "user");
+
+    let out = relay(
+        &config,
+        &["users", "set", "ops@example.com", "--role", "admin"],
+        "",
+    );
+    assert!(out.status.success());
+    let m = me(&server, &token);
+    assert_eq!(
+        (
+            m["role"].as_str(),
+            m["limit"].as_i64(),
+            m["remaining"].as_i64()
+        ),
+        (Some("admin"), Some(-1), Some(-1))
+    );
+
+    let out = relay(
+        &config,
+        &[
+            "users",
+            "set",
+            "ops@example.com",
+            "--role",
+            "user",
+            "--limit",
+            "42",
+        ],
+        "",
+    );
+    assert!(out.status.success());
+    assert_eq!(me(&server, &token)["limit"], 42);
+
+    // Use some quota directly in the store, then reset it.
+    sql(
+        &dir.path().join("relay.db"),
+        "UPDATE users SET used = 7 WHERE email = 'ops@example.com'",
+    );
+    assert_eq!(me(&server, &token)["used"], 7);
+    let out = relay(
+        &config,
+        &["users", "set", "ops@example.com", "--reset-usage"],
+        "",
+    );
+    assert!(out.status.success());
+    let m = me(&server, &token);
+    assert_eq!(
+        (m["used"].as_i64(), m["remaining"].as_i64()),
+        (Some(0), Some(42))
+    );
+
+    let out = relay(&config, &["users", "list"], "");
+    let listed = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        listed.contains("ops@example.com") && listed.contains("limit 42"),
+        "{listed}"
+    );
+
+    let out = relay(&config, &["users", "delete", "ops@example.com"], "");
+    assert!(out.status.success());
+    assert_eq!(me(&server, &token)["error"], "unauthorized");
+    let out = relay(&config, &["users", "list"], "");
+    assert!(
+        !String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("ops@example.com")
+    );
+}
+
+#[test]
+fn users_commands_refuse_bad_input_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "");
+    let out = relay(
+        &config,
+        &["users", "add", "not-an-email"],
+        "long enough pw\n",
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("@"));
+    let out = relay(&config, &["users", "add", "a@example.com"], "short\n");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 8"));
+    let out = relay(
+        &config,
+        &["users", "add", "a@example.com", "--role", "root"],
+        "long enough pw\n",
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown role"));
+    let out = relay(
+        &config,
+        &["users", "add", "a@example.com"],
+        "long enough pw\n",
+    );
+    assert!(out.status.success());
+    let out = relay(
+        &config,
+        &["users", "add", "a@example.com"],
+        "long enough pw\n",
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
+    let out = relay(
+        &config,
+        &["users", "set", "ghost@example.com", "--limit", "3"],
+        "",
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no account"));
+}
+
+#[test]
+fn users_commands_need_an_auth_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("open.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[memory]\nurl = \"sqlite://{}/r.db\"\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let out = relay(&path, &["users", "list"], "");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[auth]"));
+}
+
+#[test]
+fn serve_refuses_an_unknown_key_a_bad_value_and_an_unknown_scheme() {
+    let dir = tempfile::tempdir().unwrap();
+    for (toml, expected) in [
+        ("bnid = \"127.0.0.1:0\"\n", "bnid"),
+        ("[auth]\nsignup = \"sometimes\"\n", "sometimes"),
+        (
+            "[memory]\nurl = \"mysql://db/relay\"\n",
+            "unknown store scheme `mysql`",
+        ),
+    ] {
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, toml).unwrap();
+        let out = relay(&path, &["serve"], "");
+        assert!(!out.status.success(), "{toml}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expected), "{toml}: {err}");
+    }
+}
+
+#[test]
+fn open_mode_refuses_a_public_bind_without_allow_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("open.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "bind = \"0.0.0.0:0\"\n[memory]\nurl = \"sqlite://{}/r.db\"\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let out = relay(&path, &["serve"], "");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-open"));
+}
+
+#[test]
+fn openapi_command_prints_the_document() {
+    let out = Command::new(BIN).arg("openapi").output().unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["paths"]["/v1/me"].is_object());
+}
