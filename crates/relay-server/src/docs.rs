@@ -25,6 +25,7 @@ use crate::app::AppState;
     components(schemas(relay_wire::ErrorCode)),
     tags(
         (name = "accounts", description = "Signup, signin, sessions, the account snapshot and the waitlist"),
+        (name = "memory", description = "Durable per-user, per-project notes, injected into agent legs"),
         (name = "operations", description = "Health, readiness, metrics and this reference"),
     )
 )]

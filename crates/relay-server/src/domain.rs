@@ -131,3 +131,137 @@ mod tests {
         assert!(!format!("{p:?}").contains("horse"));
     }
 }
+
+/// A project id: 1 to 128 characters of `[A-Za-z0-9._-]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProjectId(String);
+
+impl ProjectId {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        if raw.is_empty() || raw.len() > 128 {
+            return Err("project_id must be 1 to 128 characters".into());
+        }
+        if !raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        {
+            return Err("project_id may contain only letters, digits, '.', '_' and '-'".into());
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    /// `project_id` or its alias `project`; both given and different is an error.
+    pub fn from_pair(
+        project_id: Option<&str>,
+        project: Option<&str>,
+    ) -> Result<Option<Self>, String> {
+        match (project_id, project) {
+            (Some(a), Some(b)) if a != b => {
+                Err("project_id and its alias project are both given and differ".into())
+            }
+            (Some(p), _) | (None, Some(p)) => Self::parse(p).map(Some),
+            (None, None) => Ok(None),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Note text: trimmed, not empty, at most 16 KiB of UTF-8.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoteText(String);
+
+/// The longest note, in UTF-8 bytes.
+pub const MAX_NOTE_BYTES: usize = 16 * 1024;
+
+impl NoteText {
+    pub fn parse(raw: &str, field: &str) -> Result<Self, String> {
+        let text = raw.trim();
+        if text.is_empty() {
+            return Err(format!("{field} is empty"));
+        }
+        if text.len() > MAX_NOTE_BYTES {
+            return Err(format!(
+                "{field} is longer than 16 KiB ({} bytes)",
+                text.len()
+            ));
+        }
+        Ok(Self(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The text with runs of whitespace folded to one space: two notes with the same folded text
+    /// are duplicates.
+    pub fn folded(&self) -> String {
+        self.0.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// A note's author: at most 64 characters, default `user`.
+pub fn parse_author(raw: Option<&str>) -> Result<String, String> {
+    let author = raw
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .unwrap_or("user");
+    if author.chars().count() > 64 {
+        return Err("author is longer than 64 characters".into());
+    }
+    if author.chars().any(char::is_control) {
+        return Err("author may not contain control characters".into());
+    }
+    Ok(author.to_owned())
+}
+
+/// A note's kind, default `note`.
+pub fn parse_mem_type(raw: Option<&str>) -> Result<String, String> {
+    let t = raw.unwrap_or("note");
+    if relay_wire::memory::MEM_TYPES.contains(&t) {
+        Ok(t.to_owned())
+    } else {
+        Err(format!(
+            "mem_type `{t}` is not one of {}",
+            relay_wire::memory::MEM_TYPES.join(", ")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod note_tests {
+    use super::*;
+
+    #[test]
+    fn project_ids() {
+        assert!(ProjectId::parse("a1b2c3d4e5f6").is_ok());
+        assert!(ProjectId::parse("my.project_v2-x").is_ok());
+        for bad in ["", "has space", "a#b", "ü", &"p".repeat(129)] {
+            assert!(ProjectId::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            ProjectId::from_pair(None, Some("p"))
+                .unwrap()
+                .unwrap()
+                .as_str(),
+            "p"
+        );
+        assert!(ProjectId::from_pair(Some("p"), Some("q")).is_err());
+        assert!(ProjectId::from_pair(Some("p"), Some("p")).is_ok());
+        assert!(ProjectId::from_pair(None, None).unwrap().is_none());
+    }
+
+    #[test]
+    fn note_text_rules() {
+        assert_eq!(NoteText::parse("  hi \n", "note").unwrap().as_str(), "hi");
+        assert!(NoteText::parse(" \n\t ", "note").is_err());
+        assert!(NoteText::parse(&"x".repeat(MAX_NOTE_BYTES + 1), "note").is_err());
+        assert!(NoteText::parse(&"x".repeat(MAX_NOTE_BYTES), "note").is_ok());
+        assert_eq!(
+            NoteText::parse("a  b\n\tc", "note").unwrap().folded(),
+            "a b c"
+        );
+    }
+}

@@ -12,6 +12,7 @@ pub mod domain;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod memory;
 pub mod metrics;
 pub mod operator;
 pub mod routes;

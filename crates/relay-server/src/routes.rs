@@ -8,7 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::app::AppState;
-use crate::{accounts, docs, health, metrics, waitlist};
+use crate::{accounts, docs, health, memory, metrics, waitlist};
 
 pub fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(docs::base())
@@ -18,6 +18,13 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(accounts::signout))
         .routes(routes!(accounts::get_me))
         .routes(routes!(waitlist::join_waitlist))
+        // Project memory (spec §4.4)
+        .routes(routes!(memory::remember))
+        .routes(routes!(memory::get_recall, memory::post_recall))
+        .routes(routes!(memory::list_notes))
+        .routes(routes!(memory::delete_notes))
+        .routes(routes!(memory::delete_all_notes))
+        .routes(routes!(memory::delete_note, memory::patch_note))
         // Operations (spec §4.3)
         .routes(routes!(health::get_healthz))
         .routes(routes!(health::get_readyz))

@@ -6,6 +6,7 @@
 pub mod account;
 pub mod error;
 pub mod health;
+pub mod memory;
 
 pub use error::{ErrorBody, ErrorCode};
 

@@ -3,6 +3,7 @@
 //! Handlers see only `Arc<dyn AuthStore>` and `Arc<dyn MemoryStore>`; each backend lives in its own
 //! module with its own migrations, so a new backend adds a module and touches no handler.
 
+pub mod relevance;
 pub mod sqlite;
 
 use std::collections::HashMap;
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::domain::{Email, Role};
+use crate::domain::{Email, NoteText, ProjectId, Role};
 
 /// What can go wrong in a store, in the terms handlers act on.
 #[derive(Debug, thiserror::Error)]
@@ -139,9 +140,103 @@ pub trait AuthStore: Send + Sync {
     async fn ping(&self) -> StoreResult<()>;
 }
 
+/// A note as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Note {
+    pub id: String,
+    pub project_id: String,
+    pub note: String,
+    pub author: String,
+    pub mem_type: String,
+    pub created_at: f64,
+}
+
+impl From<Note> for relay_wire::memory::MemoryNote {
+    fn from(n: Note) -> Self {
+        Self {
+            id: n.id,
+            project_id: n.project_id,
+            note: n.note,
+            author: n.author,
+            created_at: n.created_at,
+            pinned: false,
+            mem_type: n.mem_type,
+        }
+    }
+}
+
+/// A note to remember.
+#[derive(Debug, Clone)]
+pub struct NewNote {
+    pub user_id: String,
+    pub project_id: ProjectId,
+    pub text: NoteText,
+    pub author: String,
+    pub mem_type: String,
+    pub created_at: f64,
+}
+
+/// The outcome of `remember`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remembered {
+    pub id: String,
+    /// False when an equal note (whitespace folded) was already in the project.
+    pub created: bool,
+}
+
+/// How much of a project one agent leg may inject.
+#[derive(Debug, Clone, Copy)]
+pub struct InjectBudget {
+    pub max_notes: usize,
+    pub max_chars: usize,
+}
+
+/// The id of the `seq`-th note of (user, project).
+pub fn note_id(user_id: &str, project_id: &str, seq: i64) -> String {
+    format!("mem#{user_id}#{project_id}#{seq}")
+}
+
 /// Project memory (notes) and open-mode usage.
+///
+/// Every write path keeps the full-text index in step with the notes in the same transaction.
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
+    /// Stores a note under the next id of (user, project), unless an equal note is there.
+    async fn remember(&self, note: NewNote) -> StoreResult<Remembered>;
+    /// The newest `limit` note texts of a project, oldest first.
+    async fn recall(&self, user_id: &str, project_id: &str, limit: u32)
+    -> StoreResult<Vec<String>>;
+    /// One page of the caller's notes (one project or all), oldest first, ties by id; and the total.
+    async fn list_notes(
+        &self,
+        user_id: &str,
+        project_id: Option<&str>,
+        limit: u32,
+        offset: u64,
+    ) -> StoreResult<(u64, Vec<Note>)>;
+    /// Deletes one note of the user; 0 when there is none with that id (or it is another user's).
+    async fn delete_note(&self, user_id: &str, id: &str) -> StoreResult<u64>;
+    /// Deletes one project's notes of the user.
+    async fn delete_project(&self, user_id: &str, project_id: &str) -> StoreResult<u64>;
+    /// One note of the user; `None` when the user has no note with that id.
+    async fn get_note(&self, user_id: &str, id: &str) -> StoreResult<Option<Note>>;
+    /// Replaces a note's text; `None` when the user has no note with that id.
+    async fn edit_note(
+        &self,
+        user_id: &str,
+        id: &str,
+        text: &NoteText,
+    ) -> StoreResult<Option<Note>>;
+    /// The notes to inject into an agent leg: the whole project, oldest first, when it fits the
+    /// budget; otherwise the notes most relevant to `query` (ties to the newest) that clear the
+    /// relevance floor, best first; none when nothing matches.
+    async fn notes_for_injection(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        query: &str,
+        budget: InjectBudget,
+    ) -> StoreResult<Vec<Note>>;
     /// The GDPR cascade: every note of the user in every project and everything derived from them
     /// (index rows, id counters), in one transaction. Returns how many notes went.
     async fn delete_all_notes(&self, user_id: &str) -> StoreResult<u64>;

@@ -5,4 +5,6 @@
 mod accounts;
 mod docs;
 mod helpers;
+mod memory;
+mod memory_store;
 mod operations;

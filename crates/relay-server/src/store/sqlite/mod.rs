@@ -9,9 +9,10 @@ use sqlx::sqlite::{
 };
 
 use super::{
-    Admission, AuthStore, MemoryStore, NewUser, StoreOptions, StoreResult, User, UserChanges,
+    Admission, AuthStore, InjectBudget, MemoryStore, NewNote, NewUser, Note, Remembered,
+    StoreOptions, StoreResult, User, UserChanges, note_id, relevance,
 };
-use crate::domain::Role;
+use crate::domain::{NoteText, Role};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/sqlite/migrations");
 
@@ -235,8 +236,328 @@ impl AuthStore for SqliteStore {
     }
 }
 
+/// The columns `note_from_row` reads.
+macro_rules! note_columns {
+    () => {
+        "id, project_id, note, author, mem_type, created_at"
+    };
+}
+
+fn note_from_row(row: &sqlx::sqlite::SqliteRow) -> StoreResult<Note> {
+    Ok(Note {
+        id: row.try_get("id")?,
+        project_id: row.try_get("project_id")?,
+        note: row.try_get("note")?,
+        author: row.try_get("author")?,
+        mem_type: row.try_get("mem_type")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+/// The full-text row of a note carries a token naming its (user, project), so a search reads only
+/// that project's postings instead of filtering every user's matches afterwards.
+fn scope_token(user_id: &str, project_id: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{user_id}#{project_id}").as_bytes());
+    format!("s{}", hex::encode(&digest[..12]))
+}
+
+fn norm_hash(folded: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(folded.as_bytes()))
+}
+
+/// Removes the full-text rows of the notes `selector` picks, then the notes; in the caller's transaction.
+async fn delete_notes_where(
+    tx: &mut sqlx::SqliteConnection,
+    selector: &'static str,
+    binds: &[&str],
+) -> StoreResult<u64> {
+    let fts = match selector {
+        "id" => {
+            "DELETE FROM notes_fts WHERE rowid IN (SELECT pk FROM notes WHERE user_id = ? AND id = ?)"
+        }
+        "project" => {
+            "DELETE FROM notes_fts WHERE rowid IN (SELECT pk FROM notes WHERE user_id = ? AND project_id = ?)"
+        }
+        _ => "DELETE FROM notes_fts WHERE rowid IN (SELECT pk FROM notes WHERE user_id = ?)",
+    };
+    let notes = match selector {
+        "id" => "DELETE FROM notes WHERE user_id = ? AND id = ?",
+        "project" => "DELETE FROM notes WHERE user_id = ? AND project_id = ?",
+        _ => "DELETE FROM notes WHERE user_id = ?",
+    };
+    let mut q = sqlx::query(fts);
+    for b in binds {
+        q = q.bind(*b);
+    }
+    q.execute(&mut *tx).await?;
+    let mut q = sqlx::query(notes);
+    for b in binds {
+        q = q.bind(*b);
+    }
+    Ok(q.execute(&mut *tx).await?.rows_affected())
+}
+
 #[async_trait]
 impl MemoryStore for SqliteStore {
+    async fn remember(&self, note: NewNote) -> StoreResult<Remembered> {
+        let folded = note.text.folded();
+        let hash = norm_hash(&folded);
+        let project = note.project_id.as_str();
+        // IMMEDIATE takes the write lock first, so concurrent remembers queue on the busy timeout
+        // instead of failing to upgrade a read lock.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let existing = sqlx::query(
+            "SELECT id, note FROM notes WHERE user_id = ? AND project_id = ? AND norm_hash = ?",
+        )
+        .bind(&note.user_id)
+        .bind(project)
+        .bind(&hash)
+        .fetch_all(&mut *tx)
+        .await?;
+        for row in &existing {
+            let text: String = row.try_get("note")?;
+            if text.split_whitespace().collect::<Vec<_>>().join(" ") == folded {
+                tx.rollback().await?;
+                return Ok(Remembered {
+                    id: row.try_get("id")?,
+                    created: false,
+                });
+            }
+        }
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO note_counters (user_id, project_id, last_seq) VALUES (?, ?, 1)
+             ON CONFLICT (user_id, project_id) DO UPDATE SET last_seq = last_seq + 1
+             RETURNING last_seq",
+        )
+        .bind(&note.user_id)
+        .bind(project)
+        .fetch_one(&mut *tx)
+        .await?;
+        let id = note_id(&note.user_id, project, seq);
+        let pk: i64 = sqlx::query_scalar(
+            "INSERT INTO notes (id, user_id, project_id, seq, note, norm_hash, author, mem_type, created_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING pk",
+        )
+        .bind(&id)
+        .bind(&note.user_id)
+        .bind(project)
+        .bind(seq)
+        .bind(note.text.as_str())
+        .bind(&hash)
+        .bind(&note.author)
+        .bind(&note.mem_type)
+        .bind(note.created_at)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query("INSERT INTO notes_fts (rowid, note, scope) VALUES (?, ?, ?)")
+            .bind(pk)
+            .bind(note.text.as_str())
+            .bind(scope_token(&note.user_id, project))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Remembered { id, created: true })
+    }
+
+    async fn recall(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<String>> {
+        let rows: Vec<String> = sqlx::query_scalar(
+            "SELECT note FROM (
+                SELECT note, created_at, seq FROM notes WHERE user_id = ? AND project_id = ?
+                ORDER BY created_at DESC, seq DESC LIMIT ?
+             ) ORDER BY created_at, seq",
+        )
+        .bind(user_id)
+        .bind(project_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    async fn list_notes(
+        &self,
+        user_id: &str,
+        project_id: Option<&str>,
+        limit: u32,
+        offset: u64,
+    ) -> StoreResult<(u64, Vec<Note>)> {
+        let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+        let (total, rows) = match project_id {
+            Some(p) => {
+                let total: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM notes WHERE user_id = ? AND project_id = ?",
+                )
+                .bind(user_id)
+                .bind(p)
+                .fetch_one(&self.pool)
+                .await?;
+                let rows = sqlx::query(concat!(
+                    "SELECT ",
+                    note_columns!(),
+                    " FROM notes WHERE user_id = ? AND project_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?"
+                ))
+                .bind(user_id)
+                .bind(p)
+                .bind(i64::from(limit))
+                .bind(offset)
+                .fetch_all(&self.pool)
+                .await?;
+                (total, rows)
+            }
+            None => {
+                let total: i64 = sqlx::query_scalar("SELECT count(*) FROM notes WHERE user_id = ?")
+                    .bind(user_id)
+                    .fetch_one(&self.pool)
+                    .await?;
+                let rows = sqlx::query(concat!(
+                    "SELECT ",
+                    note_columns!(),
+                    " FROM notes WHERE user_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?"
+                ))
+                .bind(user_id)
+                .bind(i64::from(limit))
+                .bind(offset)
+                .fetch_all(&self.pool)
+                .await?;
+                (total, rows)
+            }
+        };
+        let notes = rows
+            .iter()
+            .map(note_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok((u64::try_from(total).unwrap_or(0), notes))
+    }
+
+    async fn delete_note(&self, user_id: &str, id: &str) -> StoreResult<u64> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let n = delete_notes_where(&mut tx, "id", &[user_id, id]).await?;
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    async fn delete_project(&self, user_id: &str, project_id: &str) -> StoreResult<u64> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let n = delete_notes_where(&mut tx, "project", &[user_id, project_id]).await?;
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    async fn get_note(&self, user_id: &str, id: &str) -> StoreResult<Option<Note>> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            note_columns!(),
+            " FROM notes WHERE user_id = ? AND id = ?"
+        ))
+        .bind(user_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(note_from_row).transpose()
+    }
+
+    async fn edit_note(
+        &self,
+        user_id: &str,
+        id: &str,
+        text: &NoteText,
+    ) -> StoreResult<Option<Note>> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let row = sqlx::query(concat!(
+            "UPDATE notes SET note = ?, norm_hash = ? WHERE user_id = ? AND id = ? RETURNING pk, ",
+            note_columns!()
+        ))
+        .bind(text.as_str())
+        .bind(norm_hash(&text.folded()))
+        .bind(user_id)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        let pk: i64 = row.try_get("pk")?;
+        let note = note_from_row(&row)?;
+        sqlx::query("UPDATE notes_fts SET note = ? WHERE rowid = ?")
+            .bind(text.as_str())
+            .bind(pk)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(note))
+    }
+
+    async fn notes_for_injection(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        query: &str,
+        budget: InjectBudget,
+    ) -> StoreResult<Vec<Note>> {
+        let (count, chars): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), coalesce(sum(length(note)), 0) FROM notes WHERE user_id = ? AND project_id = ?",
+        )
+        .bind(user_id)
+        .bind(project_id)
+        .fetch_one(&self.pool)
+        .await?;
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        if relevance::fits(count as u64, chars as u64, budget) {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                note_columns!(),
+                " FROM notes WHERE user_id = ? AND project_id = ? ORDER BY created_at, seq"
+            ))
+            .bind(user_id)
+            .bind(project_id)
+            .fetch_all(&self.pool)
+            .await?;
+            return rows.iter().map(note_from_row).collect();
+        }
+        let terms = relevance::query_terms(query);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Every term is quoted, so nothing a user types is FTS5 syntax.
+        let any_term = terms
+            .iter()
+            .map(|t| format!("\"{t}\""))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let fts_query = format!(
+            "scope : {} AND note : ({any_term})",
+            scope_token(user_id, project_id)
+        );
+        let rows = sqlx::query(
+            "SELECT n.id, n.project_id, n.note, n.author, n.mem_type, n.created_at,
+                    -bm25(notes_fts, 1.0, 0.0) AS score
+             FROM notes_fts JOIN notes n ON n.pk = notes_fts.rowid
+             WHERE notes_fts MATCH ? AND n.user_id = ? AND n.project_id = ?
+             ORDER BY score DESC, n.created_at DESC, n.seq DESC
+             LIMIT 64",
+        )
+        .bind(fts_query)
+        .bind(user_id)
+        .bind(project_id)
+        .fetch_all(&self.pool)
+        .await?;
+        let ranked = rows
+            .iter()
+            .map(|r| Ok((note_from_row(r)?, r.try_get::<f64, _>("score")?)))
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(relevance::select(ranked, budget))
+    }
+
     async fn delete_all_notes(&self, user_id: &str) -> StoreResult<u64> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query(

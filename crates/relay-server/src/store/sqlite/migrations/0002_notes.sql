@@ -25,8 +25,9 @@ CREATE TABLE note_counters (
 );
 
 -- Full-text index for relevance (bm25), one row per note with rowid = notes.pk, written in the same
--- transaction as the note on every path.
-CREATE VIRTUAL TABLE notes_fts USING fts5(note, tokenize = 'porter unicode61');
+-- transaction as the note on every path. `scope` is one token naming the (user, project), so a
+-- search reads only that project's postings.
+CREATE VIRTUAL TABLE notes_fts USING fts5(note, scope, tokenize = 'porter unicode61');
 
 -- Legs served in open mode, for GET /v1/me (one row).
 CREATE TABLE open_usage (

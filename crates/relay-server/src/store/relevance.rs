@@ -1,0 +1,123 @@
+//! Backend-neutral parts of note relevance: which words of a question count, and the budget.
+//!
+//! Each backend ranks with its own full-text engine (SQLite FTS5 bm25, PostgreSQL ts_rank); both
+//! take the same terms and apply the same floor and budget, so they inject alike.
+
+use super::{InjectBudget, Note};
+
+/// At most this many terms of a question are searched for.
+const MAX_TERMS: usize = 32;
+
+/// A note must score at least this share of the best note's score to be injected.
+pub const RELATIVE_FLOOR: f64 = 0.2;
+
+/// Words that say nothing about which note is relevant.
+const STOPWORDS: &[&str] = &[
+    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
+    "be", "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing",
+    "done", "for", "from", "get", "got", "had", "has", "have", "having", "he", "her", "here",
+    "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "let", "me", "might",
+    "more", "most", "must", "my", "no", "not", "now", "of", "on", "once", "only", "or", "other",
+    "our", "out", "over", "please", "same", "she", "should", "so", "some", "such", "than", "that",
+    "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "too",
+    "under", "until", "up", "us", "very", "was", "we", "were", "what", "when", "where", "which",
+    "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
+];
+
+/// The searchable words of `text`: lower-case runs of letters and digits, two characters or more,
+/// without stopwords, each once, in order of appearance.
+pub fn query_terms(text: &str) -> Vec<String> {
+    let mut terms: Vec<String> = Vec::new();
+    for word in text.split(|c: char| !c.is_alphanumeric()) {
+        let w = word.to_lowercase();
+        if w.chars().count() < 2 || STOPWORDS.contains(&w.as_str()) || terms.contains(&w) {
+            continue;
+        }
+        terms.push(w);
+        if terms.len() == MAX_TERMS {
+            break;
+        }
+    }
+    terms
+}
+
+/// Whether a project's notes all fit the budget, so it is injected whole.
+pub fn fits(count: u64, chars: u64, budget: InjectBudget) -> bool {
+    count <= budget.max_notes as u64 && chars <= budget.max_chars as u64
+}
+
+/// Takes `ranked` (best first, each with a score where higher is better) while the budget lasts,
+/// dropping notes below the relevance floor. A note too long for the characters left is skipped,
+/// so a shorter relevant one can still go in.
+pub fn select(ranked: Vec<(Note, f64)>, budget: InjectBudget) -> Vec<Note> {
+    let Some(best) = ranked.first().map(|(_, s)| *s) else {
+        return Vec::new();
+    };
+    let floor = best * RELATIVE_FLOOR;
+    let mut chars_left = budget.max_chars;
+    let mut chosen = Vec::new();
+    for (note, score) in ranked {
+        if chosen.len() == budget.max_notes || score <= 0.0 || score < floor {
+            break;
+        }
+        let len = note.note.chars().count();
+        if len <= chars_left {
+            chars_left -= len;
+            chosen.push(note);
+        }
+    }
+    chosen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(id: &str, text: &str) -> Note {
+        Note {
+            id: id.into(),
+            project_id: "p".into(),
+            note: text.into(),
+            author: "user".into(),
+            mem_type: "note".into(),
+            created_at: 0.0,
+        }
+    }
+
+    #[test]
+    fn terms_drop_stopwords_and_repeats() {
+        assert_eq!(
+            query_terms("How do we run the DB migrations? Run them with sqlx!"),
+            vec!["run", "db", "migrations", "sqlx"]
+        );
+        assert!(query_terms("how is it? a, I").is_empty());
+    }
+
+    #[test]
+    fn select_keeps_budget_and_floor() {
+        let budget = InjectBudget {
+            max_notes: 2,
+            max_chars: 10,
+        };
+        let ranked = vec![
+            (note("1", "aaaa"), 10.0),
+            (note("2", "bbbbbbbbbbbb"), 9.0), // too long for what is left: skipped
+            (note("3", "cccc"), 8.0),
+            (note("4", "dd"), 7.0), // past max_notes
+        ];
+        let ids: Vec<_> = select(ranked, budget).into_iter().map(|n| n.id).collect();
+        assert_eq!(ids, vec!["1", "3"]);
+        let ranked = vec![(note("1", "a"), 10.0), (note("2", "b"), 1.0)];
+        let ids: Vec<_> = select(
+            ranked,
+            InjectBudget {
+                max_notes: 8,
+                max_chars: 100,
+            },
+        )
+        .into_iter()
+        .map(|n| n.id)
+        .collect();
+        assert_eq!(ids, vec!["1"], "the weak match is under the floor");
+    }
+}

@@ -1,0 +1,394 @@
+//! The memory store under failure (503 shapes, recovery) and its relevance ranking for injection.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use relay_server::Stores;
+use relay_server::domain::{NoteText, ProjectId};
+use relay_server::store::{
+    InjectBudget, MemoryStore, NewNote, Note, Remembered, StoreError, StoreResult,
+};
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::{TestApp, body, open_config};
+
+/// A real store behind a switch that makes every call fail as an unreachable store would.
+struct Switchable {
+    inner: Arc<dyn MemoryStore>,
+    down: AtomicBool,
+}
+
+impl Switchable {
+    fn check(&self) -> StoreResult<()> {
+        if self.down.load(Ordering::SeqCst) {
+            Err(StoreError::Unavailable("switched off by the test".into()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[async_trait]
+impl MemoryStore for Switchable {
+    async fn remember(&self, note: NewNote) -> StoreResult<Remembered> {
+        self.check()?;
+        self.inner.remember(note).await
+    }
+    async fn recall(&self, u: &str, p: &str, limit: u32) -> StoreResult<Vec<String>> {
+        self.check()?;
+        self.inner.recall(u, p, limit).await
+    }
+    async fn list_notes(
+        &self,
+        u: &str,
+        p: Option<&str>,
+        l: u32,
+        o: u64,
+    ) -> StoreResult<(u64, Vec<Note>)> {
+        self.check()?;
+        self.inner.list_notes(u, p, l, o).await
+    }
+    async fn delete_note(&self, u: &str, id: &str) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.delete_note(u, id).await
+    }
+    async fn delete_project(&self, u: &str, p: &str) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.delete_project(u, p).await
+    }
+    async fn get_note(&self, u: &str, id: &str) -> StoreResult<Option<Note>> {
+        self.check()?;
+        self.inner.get_note(u, id).await
+    }
+    async fn edit_note(&self, u: &str, id: &str, t: &NoteText) -> StoreResult<Option<Note>> {
+        self.check()?;
+        self.inner.edit_note(u, id, t).await
+    }
+    async fn notes_for_injection(
+        &self,
+        u: &str,
+        p: &str,
+        q: &str,
+        b: InjectBudget,
+    ) -> StoreResult<Vec<Note>> {
+        self.check()?;
+        self.inner.notes_for_injection(u, p, q, b).await
+    }
+    async fn delete_all_notes(&self, u: &str) -> StoreResult<u64> {
+        self.check()?;
+        self.inner.delete_all_notes(u).await
+    }
+    async fn ping(&self) -> StoreResult<()> {
+        self.check()?;
+        self.inner.ping().await
+    }
+}
+
+#[tokio::test]
+async fn an_unavailable_store_gives_503_with_emptied_shapes_and_service_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = open_config(dir.path());
+    let mut stores = Stores::open(&config).await.unwrap();
+    let switch = Arc::new(Switchable {
+        inner: stores.memory.memory.clone(),
+        down: AtomicBool::new(false),
+    });
+    stores.memory.memory = switch.clone();
+    let app = TestApp::spawn(config, stores, dir).await;
+    app.remember(None, "p", "before the outage").await;
+
+    switch.down.store(true, Ordering::SeqCst);
+    let id_path = "/v1/memory/mem%23local%23p%231";
+    let cases = vec![
+        (
+            app.remember(None, "p", "during").await,
+            json!({"ok": false}),
+        ),
+        (
+            app.get("/v1/memory/recall?project_id=p", None).await,
+            json!({"notes": []}),
+        ),
+        (
+            app.post("/v1/memory/recall", None, &json!({"project_id": "p"}))
+                .await,
+            json!({"notes": []}),
+        ),
+        (
+            app.get("/v1/memory/list", None).await,
+            json!({"total": 0, "items": []}),
+        ),
+        (
+            app.post("/v1/memory/delete", None, &json!({"all": true}))
+                .await,
+            json!({"ok": false, "deleted": 0}),
+        ),
+        (
+            app.delete("/v1/memory/all", None).await,
+            json!({"ok": false, "deleted": 0}),
+        ),
+        (
+            app.delete(id_path, None).await,
+            json!({"ok": false, "deleted": 0}),
+        ),
+        (
+            app.patch(id_path, None, &json!({"content": "x"})).await,
+            json!({"ok": false}),
+        ),
+    ];
+    for (r, shape) in cases {
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let mut b = body(r).await;
+        assert_eq!(b["error"], "store_unavailable");
+        assert!(b["message"].as_str().is_some());
+        assert!(
+            !b["message"].as_str().unwrap().contains("switched off"),
+            "internal detail leaked"
+        );
+        let obj = b.as_object_mut().unwrap();
+        obj.remove("error");
+        obj.remove("message");
+        assert_eq!(b, shape);
+    }
+    assert_eq!(
+        app.get("/readyz", None).await.status(),
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+
+    switch.down.store(false, Ordering::SeqCst);
+    assert_eq!(
+        app.recall(None, "p").await,
+        ["before the outage"],
+        "nothing acknowledged was lost"
+    );
+    assert_eq!(
+        app.remember(None, "p", "after").await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(app.get("/readyz", None).await.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_locked_sqlite_file_gives_503_and_writes_resume_when_it_is_released() {
+    let app = TestApp::spawn_with(|dir| {
+        let mut c = open_config(dir);
+        c.memory.busy_timeout_ms = 200;
+        c
+    })
+    .await;
+    app.remember(None, "p", "kept").await;
+    let mut locker = {
+        use sqlx::ConnectOptions;
+        sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(app.dir.path().join("relay.db"))
+            .connect()
+            .await
+            .unwrap()
+    };
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let r = app.remember(None, "p", "blocked").await;
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let b = body(r).await;
+    assert_eq!(
+        (b["ok"].as_bool(), b["error"].as_str()),
+        (Some(false), Some("store_unavailable"))
+    );
+    let r = app
+        .post("/v1/memory/delete", None, &json!({"project_id": "p"}))
+        .await;
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+
+    sqlx::query("ROLLBACK").execute(&mut locker).await.unwrap();
+    assert_eq!(
+        app.remember(None, "p", "after").await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(app.recall(None, "p").await, ["kept", "after"]);
+}
+
+// ---- relevance ranking, tested on the store directly ----
+
+const CODING_NOTES: &[&str] = &[
+    "Run the database migrations with `cargo sqlx migrate run` before starting the server.",
+    "We use tokio for async; never block the runtime with std::thread::sleep.",
+    "The CI pipeline runs cargo fmt, clippy with -D warnings, then cargo test --workspace.",
+    "Frontend lives in web/ and is built with Vite; run npm run dev for hot reload.",
+    "Error responses are always {error, message} with a machine code.",
+    "Deploy to production by tagging a release; the pipeline builds the Docker image.",
+    "Prefer sqlx runtime queries over the query! macros so no DATABASE_URL is needed at build time.",
+    "Logging uses tracing; never log tokens or passwords.",
+    "The benchmark harness lives in crates/relay-bench and prints p50/p90/p99.",
+    "PostgreSQL tests need a server on 127.0.0.1:5432 with trust authentication.",
+    "Use rustls, not OpenSSL, for TLS so the build needs no system libraries.",
+    "Feature flags are read from the FLAGS environment variable at start-up.",
+];
+
+async fn seeded(budget_notes: usize) -> (tempfile::TempDir, Arc<dyn MemoryStore>) {
+    let dir = tempfile::tempdir().unwrap();
+    let stores = Stores::open(&open_config(dir.path())).await.unwrap();
+    let store = stores.memory.memory.clone();
+    for (i, n) in CODING_NOTES.iter().enumerate().take(budget_notes) {
+        store
+            .remember(NewNote {
+                user_id: "u1".into(),
+                project_id: ProjectId::parse("proj").unwrap(),
+                text: NoteText::parse(n, "note").unwrap(),
+                author: "user".into(),
+                mem_type: "note".into(),
+                created_at: 1_000.0 + i as f64,
+            })
+            .await
+            .unwrap();
+    }
+    (dir, store)
+}
+
+const BUDGET: InjectBudget = InjectBudget {
+    max_notes: 8,
+    max_chars: 6_000,
+};
+
+#[tokio::test]
+async fn a_project_that_fits_the_budget_is_injected_whole_oldest_first() {
+    let (_dir, store) = seeded(5).await;
+    let notes = store
+        .notes_for_injection("u1", "proj", "anything at all", BUDGET)
+        .await
+        .unwrap();
+    let texts: Vec<&str> = notes.iter().map(|n| n.note.as_str()).collect();
+    assert_eq!(texts, CODING_NOTES[..5]);
+}
+
+#[tokio::test]
+async fn a_larger_project_injects_the_notes_relevant_to_the_question() {
+    let (_dir, store) = seeded(CODING_NOTES.len()).await;
+    let notes = store
+        .notes_for_injection(
+            "u1",
+            "proj",
+            "How do I run the database migrations?",
+            BUDGET,
+        )
+        .await
+        .unwrap();
+    assert!(!notes.is_empty());
+    assert_eq!(
+        notes[0].note, CODING_NOTES[0],
+        "the migration note ranks first: {notes:?}"
+    );
+    assert!(notes.len() < CODING_NOTES.len());
+
+    let notes = store
+        .notes_for_injection(
+            "u1",
+            "proj",
+            "which TLS library should the build use?",
+            BUDGET,
+        )
+        .await
+        .unwrap();
+    assert_eq!(notes[0].note, CODING_NOTES[10], "{notes:?}");
+
+    let notes = store
+        .notes_for_injection("u1", "proj", "what about logging passwords", BUDGET)
+        .await
+        .unwrap();
+    assert_eq!(notes[0].note, CODING_NOTES[7], "{notes:?}");
+}
+
+#[tokio::test]
+async fn nonsense_or_empty_questions_inject_nothing() {
+    let (_dir, store) = seeded(CODING_NOTES.len()).await;
+    for q in ["florp zindle quaxx", "", "how is it", "\"OR\" AND NOT (*)"] {
+        let notes = store
+            .notes_for_injection("u1", "proj", q, BUDGET)
+            .await
+            .unwrap();
+        assert!(notes.is_empty(), "{q:?} injected {notes:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_budget_limits_hold_for_ranked_injection() {
+    let (_dir, store) = seeded(CODING_NOTES.len()).await;
+    let q = "cargo sqlx tokio pipeline tracing rustls postgresql benchmark vite docker flags error";
+    let notes = store
+        .notes_for_injection(
+            "u1",
+            "proj",
+            q,
+            InjectBudget {
+                max_notes: 3,
+                max_chars: 6_000,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(notes.len(), 3);
+    let notes = store
+        .notes_for_injection(
+            "u1",
+            "proj",
+            q,
+            InjectBudget {
+                max_notes: 8,
+                max_chars: 150,
+            },
+        )
+        .await
+        .unwrap();
+    let chars: usize = notes.iter().map(|n| n.note.chars().count()).sum();
+    assert!(!notes.is_empty() && chars <= 150, "{chars}");
+}
+
+#[tokio::test]
+async fn ranking_never_crosses_users_or_projects() {
+    let (_dir, store) = seeded(CODING_NOTES.len()).await;
+    let notes = store
+        .notes_for_injection("u2", "proj", "database migrations", BUDGET)
+        .await
+        .unwrap();
+    assert!(notes.is_empty());
+    let notes = store
+        .notes_for_injection("u1", "other", "database migrations", BUDGET)
+        .await
+        .unwrap();
+    assert!(notes.is_empty());
+}
+
+#[tokio::test]
+async fn edits_and_deletes_keep_the_index_in_step() {
+    let (_dir, store) = seeded(CODING_NOTES.len()).await;
+    let id = "mem#u1#proj#1";
+    store
+        .edit_note(
+            "u1",
+            id,
+            &NoteText::parse("Kubernetes manifests live in deploy/k8s.", "n").unwrap(),
+        )
+        .await
+        .unwrap();
+    let notes = store
+        .notes_for_injection("u1", "proj", "database migrations", BUDGET)
+        .await
+        .unwrap();
+    assert!(
+        notes.iter().all(|n| n.id != id),
+        "the old text is no longer indexed"
+    );
+    let notes = store
+        .notes_for_injection("u1", "proj", "kubernetes manifests", BUDGET)
+        .await
+        .unwrap();
+    assert_eq!(notes[0].id, id);
+    store.delete_note("u1", id).await.unwrap();
+    let notes = store
+        .notes_for_injection("u1", "proj", "kubernetes manifests", BUDGET)
+        .await
+        .unwrap();
+    assert!(notes.is_empty());
+}
