@@ -3,7 +3,6 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -43,7 +42,9 @@ struct Inner {
     signin_throttle: SigninThrottle,
     metrics: Arc<Metrics>,
     docs: Docs,
-    open_mode_legs: AtomicI64,
+    models: crate::agent::models::Models,
+    limits: crate::limits::Limits,
+    search: Option<Arc<dyn crate::search::SearchBackend>>,
 }
 
 impl AppState {
@@ -73,22 +74,20 @@ impl AppState {
     pub fn docs(&self) -> &Docs {
         &self.0.docs
     }
-    /// Legs served in open mode, for `GET /v1/me`.
-    pub fn open_mode_legs(&self) -> i64 {
-        self.0.open_mode_legs.load(Ordering::Relaxed)
+    pub fn models(&self) -> &crate::agent::models::Models {
+        &self.0.models
+    }
+    pub fn limits(&self) -> &crate::limits::Limits {
+        &self.0.limits
+    }
+    /// The web search backend; `None` without `[search]`.
+    pub fn search(&self) -> Option<&Arc<dyn crate::search::SearchBackend>> {
+        self.0.search.as_ref()
     }
 
     /// The providers line of the start-up summary.
     pub fn providers_summary(&self) -> String {
-        let providers = &self.config().providers;
-        if providers.is_empty() {
-            return "demo (built-in, offline)".to_owned();
-        }
-        providers
-            .iter()
-            .map(|p| format!("{} ({})", p.name, p.kind.as_str()))
-            .collect::<Vec<_>>()
-            .join(", ")
+        self.0.models.summary.clone()
     }
 
     /// Issues a token for `user` and stores its hash.
@@ -163,14 +162,22 @@ impl Stores {
 }
 
 impl Relay {
-    /// Opens the configured stores and builds the state.
+    /// Opens the configured stores and builds the state; provider keys come from the process environment.
     pub async fn from_config(config: Config) -> anyhow::Result<Self> {
         let stores = Stores::open(&config).await?;
-        Self::with_stores(config, stores)
+        Self::with_stores(config, stores, &crate::config::ProcessEnv)
     }
 
-    /// Builds the state over stores opened elsewhere (tests wrap real stores this way).
-    pub fn with_stores(config: Config, stores: Stores) -> anyhow::Result<Self> {
+    /// Builds the state over stores opened elsewhere (tests wrap real stores this way); `env`
+    /// supplies provider keys.
+    pub fn with_stores(
+        config: Config,
+        stores: Stores,
+        env: &dyn crate::config::Env,
+    ) -> anyhow::Result<Self> {
+        let models = crate::agent::models::Models::from_config(&config, env)?;
+        let limits = crate::limits::Limits::new(&config.limits);
+        let search = crate::search::from_config(config.search.as_ref(), env)?;
         let (memory_kib, iterations) = config
             .auth
             .as_ref()
@@ -194,7 +201,9 @@ impl Relay {
                 signin_throttle,
                 metrics: Metrics::new(),
                 docs,
-                open_mode_legs: AtomicI64::new(0),
+                models,
+                limits,
+                search,
             })),
         })
     }

@@ -227,9 +227,13 @@ pub struct RoutingConfig {
     /// Deadline for a model suggestion.
     #[serde(default = "default_suggest_deadline_ms")]
     pub suggest_deadline_ms: u64,
-    /// An upstream silent this long ends the leg with an `error` line.
-    #[serde(default = "default_idle_timeout_secs")]
-    pub idle_timeout_secs: u64,
+    /// An upstream silent this long (before or during a leg) ends it: before output the next model
+    /// is tried, after the headers an `error` line ends the leg.
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
+    /// A `ping` line is sent after this long without another line.
+    #[serde(default = "default_ping_interval_ms")]
+    pub ping_interval_ms: u64,
     /// Tries per model before the leg moves to the next one.
     #[serde(default = "default_retries")]
     pub retries: u32,
@@ -238,8 +242,11 @@ pub struct RoutingConfig {
 fn default_suggest_deadline_ms() -> u64 {
     400
 }
-fn default_idle_timeout_secs() -> u64 {
-    120
+fn default_idle_timeout_ms() -> u64 {
+    120_000
+}
+fn default_ping_interval_ms() -> u64 {
+    15_000
 }
 fn default_retries() -> u32 {
     1
@@ -382,7 +389,8 @@ impl Default for RoutingConfig {
             auto: Vec::new(),
             suggest: None,
             suggest_deadline_ms: default_suggest_deadline_ms(),
-            idle_timeout_secs: default_idle_timeout_secs(),
+            idle_timeout_ms: default_idle_timeout_ms(),
+            ping_interval_ms: default_ping_interval_ms(),
             retries: default_retries(),
         }
     }
@@ -502,6 +510,14 @@ impl Config {
             if !self.models.iter().any(|m| &m.name == name) {
                 return bad(format!("routing: model `{name}` is not among [[models]]"));
             }
+        }
+        if self.routing.idle_timeout_ms == 0 || self.routing.ping_interval_ms == 0 {
+            return bad(
+                "routing.idle_timeout_ms and routing.ping_interval_ms must be at least 1".into(),
+            );
+        }
+        if self.routing.retries > 5 {
+            return bad("routing.retries must be at most 5".into());
         }
         if let Some(search) = &self.search
             && search.kind == SearchKind::Searxng

@@ -25,7 +25,9 @@ use crate::app::AppState;
     components(schemas(relay_wire::ErrorCode)),
     tags(
         (name = "accounts", description = "Signup, signin, sessions, the account snapshot and the waitlist"),
+        (name = "agent", description = "Agent legs streamed as NDJSON, and the client-executed tool catalogue"),
         (name = "memory", description = "Durable per-user, per-project notes, injected into agent legs"),
+        (name = "suggest", description = "Shell command suggestions and server-side web search"),
         (name = "operations", description = "Health, readiness, metrics and this reference"),
     )
 )]

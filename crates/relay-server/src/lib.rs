@@ -4,6 +4,7 @@
 //! runs it on a bound listener until a shutdown future resolves.
 
 pub mod accounts;
+pub mod agent;
 pub mod app;
 pub mod clock;
 pub mod config;
@@ -12,11 +13,15 @@ pub mod domain;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod operator;
+pub mod providers;
 pub mod routes;
+pub mod search;
 pub mod store;
+pub mod suggest;
 pub mod waitlist;
 
 pub use app::{AppState, Relay, Stores, serve, shutdown_signal};

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -32,6 +33,32 @@ pub struct RouteLabels {
     pub route: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LegLabels {
+    pub model: String,
+    /// `tool_calls`, `done`, `error`, `failed` (no model answered), `cancelled` (the client left).
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModelLabels {
+    pub model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TokenLabels {
+    pub model: String,
+    /// `in` or `out`.
+    pub direction: String,
+}
+
+fn overhead_histogram() -> Histogram {
+    // 50 µs .. ~0.8 s: what Relay itself adds should sit in the first buckets.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.00005, 2.0, 15,
+    ))
+}
+
 fn latency_histogram() -> Histogram {
     // 0.5 ms .. ~16 s: the relay's own overhead sits at the bottom, streams at the top.
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
@@ -43,6 +70,13 @@ pub struct Metrics {
     registry: Registry,
     pub http_requests: Family<HttpLabels, Counter>,
     pub http_duration: Family<RouteLabels, Histogram, fn() -> Histogram>,
+    pub agent_legs: Family<LegLabels, Counter>,
+    pub upstream_first_output: Family<ModelLabels, Histogram, fn() -> Histogram>,
+    pub agent_tokens: Family<TokenLabels, Counter>,
+    pub active_streams: Gauge,
+    pub quota_refusals: Counter,
+    pub notes_injected: Counter,
+    pub relay_overhead: Histogram,
 }
 
 impl Metrics {
@@ -63,10 +97,62 @@ impl Metrics {
             "Time to response headers, by method and matched route",
             http_duration.clone(),
         );
+        let agent_legs = Family::<LegLabels, Counter>::default();
+        registry.register(
+            "agent_legs",
+            "Agent legs by concrete model and outcome",
+            agent_legs.clone(),
+        );
+        let upstream_first_output =
+            Family::<ModelLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                latency_histogram as fn() -> Histogram,
+            );
+        registry.register(
+            "agent_upstream_first_output_seconds",
+            "Time from sending a leg upstream to the provider's first output",
+            upstream_first_output.clone(),
+        );
+        let agent_tokens = Family::<TokenLabels, Counter>::default();
+        registry.register(
+            "agent_tokens",
+            "Tokens by model and direction, as the provider counted them",
+            agent_tokens.clone(),
+        );
+        let active_streams = Gauge::default();
+        registry.register(
+            "agent_active_streams",
+            "Agent streams open right now",
+            active_streams.clone(),
+        );
+        let quota_refusals = Counter::default();
+        registry.register(
+            "quota_refusals",
+            "Agent legs refused for quota",
+            quota_refusals.clone(),
+        );
+        let notes_injected = Counter::default();
+        registry.register(
+            "notes_injected",
+            "Notes injected into agent legs",
+            notes_injected.clone(),
+        );
+        let relay_overhead = overhead_histogram();
+        registry.register(
+            "agent_relay_overhead_seconds",
+            "Time Relay spends on a leg before calling the provider (auth, validation, quota, notes)",
+            relay_overhead.clone(),
+        );
         Arc::new(Self {
             registry,
             http_requests,
             http_duration,
+            agent_legs,
+            upstream_first_output,
+            agent_tokens,
+            active_streams,
+            quota_refusals,
+            notes_injected,
+            relay_overhead,
         })
     }
 
@@ -126,4 +212,26 @@ pub async fn get_metrics(State(state): State<AppState>) -> Response {
         state.metrics().render(),
     )
         .into_response()
+}
+
+impl Metrics {
+    pub fn leg(&self, model: &str, outcome: &str) {
+        self.agent_legs
+            .get_or_create(&LegLabels {
+                model: model.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn tokens(&self, model: &str, input: u64, output: u64) {
+        for (direction, n) in [("in", input), ("out", output)] {
+            self.agent_tokens
+                .get_or_create(&TokenLabels {
+                    model: model.to_owned(),
+                    direction: direction.to_owned(),
+                })
+                .inc_by(n);
+        }
+    }
 }

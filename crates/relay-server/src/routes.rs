@@ -8,7 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::app::AppState;
-use crate::{accounts, docs, health, memory, metrics, waitlist};
+use crate::{accounts, agent, docs, health, memory, metrics, search, suggest, waitlist};
 
 pub fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(docs::base())
@@ -18,6 +18,12 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(accounts::signout))
         .routes(routes!(accounts::get_me))
         .routes(routes!(waitlist::join_waitlist))
+        // Agent streaming (spec §4.2, §2.8, §2.9)
+        .routes(with_body_limit(
+            routes!(agent::stream_leg),
+            agent::BODY_LIMIT,
+        ))
+        .routes(routes!(agent::get_tools))
         // Project memory (spec §4.4)
         .routes(routes!(memory::remember))
         .routes(routes!(memory::get_recall, memory::post_recall))
@@ -25,12 +31,27 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(memory::delete_notes))
         .routes(routes!(memory::delete_all_notes))
         .routes(routes!(memory::delete_note, memory::patch_note))
+        // Suggestions and web search (spec §4.1, §4.3)
+        .routes(routes!(suggest::suggest))
+        .routes(routes!(search::search))
         // Operations (spec §4.3)
         .routes(routes!(health::get_healthz))
         .routes(routes!(health::get_readyz))
         .routes(routes!(metrics::get_metrics))
         .routes(routes!(docs::get_openapi))
         .routes(routes!(docs::get_docs))
+}
+
+/// Lets one route take larger bodies than the 1 MiB every other route is held to.
+fn with_body_limit(
+    (schemas, paths, router): utoipa_axum::router::UtoipaMethodRouter<AppState>,
+    limit: usize,
+) -> utoipa_axum::router::UtoipaMethodRouter<AppState> {
+    (
+        schemas,
+        paths,
+        router.layer(axum::extract::DefaultBodyLimit::max(limit)),
+    )
 }
 
 /// The OpenAPI document alone, as `relay openapi` prints it.

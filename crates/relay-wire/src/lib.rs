@@ -4,9 +4,12 @@
 //! added as optional, never removed or renamed.
 
 pub mod account;
+pub mod agent;
 pub mod error;
 pub mod health;
 pub mod memory;
+pub mod suggest;
+pub mod tools;
 
 pub use error::{ErrorBody, ErrorCode};
 

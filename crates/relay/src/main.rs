@@ -117,6 +117,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "{}",
                 operator::startup_summary(state.config(), bound, &state.providers_summary())
             );
+            if state.models().demo_only {
+                tracing::warn!(
+                    "NO MODEL PROVIDER CONFIGURED: every agent leg is answered by the built-in offline `demo` \
+                     model. Set OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY, or add [[providers]] \
+                     and [[models]] to the configuration."
+                );
+            }
             relay_server::serve(listener, relay.router(), relay_server::shutdown_signal()).await?;
             Ok(())
         }

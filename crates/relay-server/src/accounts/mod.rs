@@ -164,7 +164,7 @@ pub async fn get_me(State(state): State<AppState>, caller: Caller) -> ApiResult<
             role: LOCAL_USER.into(),
             email: String::new(),
             limit: -1,
-            used: state.open_mode_legs(),
+            used: state.memory().open_legs().await?,
             remaining: -1,
         },
         Caller::User(user) => Me {

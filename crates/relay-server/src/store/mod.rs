@@ -3,6 +3,7 @@
 //! Handlers see only `Arc<dyn AuthStore>` and `Arc<dyn MemoryStore>`; each backend lives in its own
 //! module with its own migrations, so a new backend adds a module and touches no handler.
 
+pub mod postgres;
 pub mod relevance;
 pub mod sqlite;
 
@@ -32,6 +33,30 @@ impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
         match &e {
             sqlx::Error::Database(db) if db.is_unique_violation() => Self::Conflict("unique"),
+            // PostgreSQL names its errors by SQLSTATE: only the server going away or running out
+            // of room is worth a retry; anything else (a syntax error, a broken constraint) is a bug
+            // and must not hide behind a 503. Other databases' errors keep the catch-all below.
+            sqlx::Error::Database(db)
+                if db
+                    .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                    .is_some() =>
+            {
+                let code = db.code().unwrap_or_default();
+                let retryable = code.starts_with("08") // connection exception
+                    || code.starts_with("53") // insufficient resources: too many connections, disk full
+                    || code.starts_with("57P") // admin/crash shutdown, cannot connect now
+                    || code.starts_with("58") // system error (I/O)
+                    || code == "57014" // query cancelled (statement timeout)
+                    || code == "40001" // serialization failure
+                    || code == "40P01" // deadlock detected
+                    || code == "55P03" // lock not available
+                    || code == "25006"; // read-only transaction: a standby after failover
+                if retryable {
+                    Self::Unavailable(e.to_string())
+                } else {
+                    Self::Internal(e.to_string())
+                }
+            }
             sqlx::Error::ColumnDecode { .. }
             | sqlx::Error::ColumnNotFound(_)
             | sqlx::Error::ColumnIndexOutOfBounds { .. }
@@ -237,6 +262,11 @@ pub trait MemoryStore: Send + Sync {
         query: &str,
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>>;
+    /// Counts one leg served in open mode (no accounts), for `GET /v1/me`.
+    async fn count_open_leg(&self) -> StoreResult<()>;
+    /// Legs served in open mode.
+    async fn open_legs(&self) -> StoreResult<i64>;
+
     /// The GDPR cascade: every note of the user in every project and everything derived from them
     /// (index rows, id counters), in one transaction. Returns how many notes went.
     async fn delete_all_notes(&self, user_id: &str) -> StoreResult<u64>;
@@ -304,9 +334,13 @@ impl Opener {
                     memory: store,
                 }
             }
-            Scheme::Postgres => anyhow::bail!(
-                "{key}: PostgreSQL is not available in this build yet; use sqlite://PATH"
-            ),
+            Scheme::Postgres => {
+                let store = Arc::new(postgres::PgStore::open(url, options).await?);
+                Backend {
+                    auth: store.clone(),
+                    memory: store,
+                }
+            }
         };
         self.opened.insert(url.to_owned(), backend.clone());
         Ok(backend)

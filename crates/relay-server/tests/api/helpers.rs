@@ -1,12 +1,91 @@
-//! `TestApp`: a Relay on a random port over a fresh SQLite file, with one helper per endpoint.
+//! `TestApp`: a Relay on a random port over a fresh store, with one helper per endpoint.
+//!
+//! The store is a fresh SQLite file, or with `RELAY_TEST_BACKEND=postgres` a fresh PostgreSQL
+//! database, so the same HTTP tests run on both backends (`.ci/run` runs them twice).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
-use relay_server::config::{AuthConfig, Config};
+use relay_server::config::{AuthConfig, Config, MemoryConfig};
 use relay_server::{AppState, Relay, Stores};
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
+
+#[path = "../support/pg.rs"]
+pub mod pg;
+
+/// The backend the HTTP tests run on, from `RELAY_TEST_BACKEND` (`sqlite`, the default, or `postgres`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestBackend {
+    Sqlite,
+    Postgres,
+}
+
+pub fn backend() -> TestBackend {
+    match std::env::var("RELAY_TEST_BACKEND").as_deref() {
+        Err(_) | Ok("" | "sqlite") => TestBackend::Sqlite,
+        Ok("postgres") => TestBackend::Postgres,
+        Ok(other) => panic!("RELAY_TEST_BACKEND={other}: use sqlite or postgres"),
+    }
+}
+
+pub fn on_postgres() -> bool {
+    backend() == TestBackend::Postgres
+}
+
+/// The PostgreSQL database made for each temporary directory, so that, as with the SQLite file in
+/// it, every config built for one directory names the same store. `TestApp` (or `Scratch`) takes
+/// the guard out and drops the database when it goes.
+fn databases() -> &'static Mutex<HashMap<PathBuf, pg::TestDb>> {
+    static DATABASES: std::sync::OnceLock<Mutex<HashMap<PathBuf, pg::TestDb>>> =
+        std::sync::OnceLock::new();
+    DATABASES.get_or_init(Default::default)
+}
+
+/// The store URL for `dir` on the configured backend.
+fn store_url(dir: &Path) -> String {
+    match backend() {
+        TestBackend::Sqlite => format!("sqlite://{}", dir.join("relay.db").display()),
+        TestBackend::Postgres => databases()
+            .lock()
+            .unwrap()
+            .entry(dir.to_owned())
+            .or_insert_with(pg::TestDb::create_blocking)
+            .url
+            .clone(),
+    }
+}
+
+fn take_database(dir: &Path) -> Option<pg::TestDb> {
+    databases().lock().unwrap().remove(dir)
+}
+
+/// A temporary directory and the PostgreSQL database made for it, if any: for tests that open
+/// stores without a `TestApp`. Both go when it drops.
+pub struct Scratch {
+    _dir: tempfile::TempDir,
+    _db: Option<pg::TestDb>,
+}
+
+impl Scratch {
+    /// Keeps `dir` and the database `open_config` made for it.
+    pub fn hold(dir: tempfile::TempDir) -> Self {
+        let db = take_database(dir.path());
+        Self { _dir: dir, _db: db }
+    }
+}
+
+/// No provider keys: tests configure their providers explicitly, whatever the machine's environment holds.
+pub struct NoEnv;
+
+impl relay_server::config::Env for NoEnv {
+    fn var(&self, _name: &str) -> Option<String> {
+        None
+    }
+}
 
 pub struct TestApp {
     pub addr: SocketAddr,
@@ -14,6 +93,8 @@ pub struct TestApp {
     pub state: AppState,
     pub dir: tempfile::TempDir,
     shutdown: Option<oneshot::Sender<()>>,
+    /// On PostgreSQL, the test's database; dropped after the app is told to stop.
+    db: Option<pg::TestDb>,
 }
 
 impl Drop for TestApp {
@@ -26,10 +107,14 @@ impl Drop for TestApp {
 
 /// Open mode: no `[auth]` table.
 pub fn open_config(dir: &std::path::Path) -> Config {
-    let mut c = Config::default();
-    c.bind = "127.0.0.1:0".parse().unwrap();
-    c.memory.url = format!("sqlite://{}", dir.join("relay.db").display());
-    c
+    Config {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        memory: MemoryConfig {
+            url: store_url(dir),
+            ..MemoryConfig::default()
+        },
+        ..Config::default()
+    }
 }
 
 /// Accounts on, with cheap Argon2 costs so tests stay fast (production keeps OWASP's).
@@ -62,11 +147,16 @@ impl TestApp {
     }
 
     pub async fn spawn(config: Config, stores: Stores, dir: tempfile::TempDir) -> Self {
-        let relay = Relay::with_stores(config, stores).unwrap();
+        Self::from_relay(Relay::with_stores(config, stores, &NoEnv).unwrap(), dir).await
+    }
+
+    /// Serves an already built app.
+    pub async fn from_relay(relay: Relay, dir: tempfile::TempDir) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
         let router = relay.router();
+        let db = take_database(dir.path());
         tokio::spawn(async move {
             relay_server::serve(listener, router, async {
                 let _ = rx.await;
@@ -80,7 +170,20 @@ impl TestApp {
             state: relay.state().clone(),
             dir,
             shutdown: Some(tx),
+            db,
         }
+    }
+
+    /// The PostgreSQL database behind the app, when the tests run on PostgreSQL.
+    pub fn pg_url(&self) -> Option<&str> {
+        self.db.as_ref().map(|d| d.url.as_str())
+    }
+
+    /// A connection pool on the app's PostgreSQL database, to look at rows as another client would.
+    pub async fn pg_pool(&self) -> sqlx::PgPool {
+        sqlx::PgPool::connect(self.pg_url().expect("not running on PostgreSQL"))
+            .await
+            .unwrap()
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -3,8 +3,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod accounts;
+mod agent;
+mod agent_faults;
 mod docs;
+mod fake_upstream;
 mod helpers;
 mod memory;
 mod memory_store;
 mod operations;
+mod search;
+mod security;
+mod suggest;

@@ -704,6 +704,37 @@ async fn the_cascade_leaves_no_row_of_the_caller_in_any_table() {
     let r = app.delete("/v1/memory/all", Some(&a)).await;
     assert_eq!(body(r).await, json!({"ok": true, "deleted": 3}));
 
+    if crate::helpers::on_postgres() {
+        // The search vector is a column of `notes` (no separate index table), so no note row and
+        // no counter row of the caller means nothing derived from their notes is left.
+        let pool = app.pg_pool().await;
+        for table in ["notes", "note_counters"] {
+            let n: i64 = sqlx::query_scalar(match table {
+                "notes" => "SELECT count(*) FROM notes WHERE user_id = $1",
+                _ => "SELECT count(*) FROM note_counters WHERE user_id = $1",
+            })
+            .bind(&a_user)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            assert_eq!(n, 0, "{table} still has rows of the caller");
+        }
+        let (rows, hits): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), count(*) FILTER (WHERE search @@ to_tsquery('english', 'zebracorn'))
+             FROM notes",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            (rows, hits),
+            (1, 0),
+            "only B's note (and its vector) remains"
+        );
+        assert_eq!(app.me(Some(&a)).await.status(), StatusCode::OK);
+        assert_eq!(app.recall(Some(&b), "p1").await, ["unrelated note of b"]);
+        return;
+    }
     let pool = sqlx::SqlitePool::connect(&format!(
         "sqlite://{}",
         app.dir.path().join("relay.db").display()

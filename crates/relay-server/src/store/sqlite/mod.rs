@@ -558,6 +558,22 @@ impl MemoryStore for SqliteStore {
         Ok(relevance::select(ranked, budget))
     }
 
+    async fn count_open_leg(&self) -> StoreResult<()> {
+        sqlx::query("UPDATE open_usage SET used = used + 1 WHERE id = 1")
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn open_legs(&self) -> StoreResult<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT used FROM open_usage WHERE id = 1")
+                .fetch_optional(&self.pool)
+                .await?
+                .unwrap_or(0),
+        )
+    }
+
     async fn delete_all_notes(&self, user_id: &str) -> StoreResult<u64> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query(

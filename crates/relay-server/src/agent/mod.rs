@@ -1,0 +1,122 @@
+//! `POST /v1/agent/stream` and `GET /v1/tools`: the agent leg, from admission to the last NDJSON line.
+//!
+//! Fail early as HTTP, fail late in-band: authentication, validation, rate limit, quota and the
+//! first provider output all happen before the headers, so a failing model can be replaced by the
+//! next; after the headers every failure is one `error` line.
+
+mod inject;
+pub mod models;
+mod request;
+mod stream;
+
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::response::Response;
+use relay_wire::agent::AgentRequest;
+use relay_wire::tools::{ToolRole, ToolsResponse, catalogue};
+use relay_wire::{ErrorBody, ErrorCode};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+pub use request::project_of;
+
+use crate::app::AppState;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Caller, Json, Query};
+use crate::store::Admission;
+
+/// Request bodies of agent legs may be this large (long conversations).
+pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// Run one agent leg and stream it as NDJSON.
+#[utoipa::path(post, path = "/v1/agent/stream", tag = "agent",
+    security(("bearer" = [])),
+    request_body = AgentRequest,
+    responses(
+        (status = 200, description = "NDJSON, one `AgentEvent` per line: `start`, then `text`/`reasoning`/`ping`, then exactly one of `tool_calls`, `done`, `error`",
+            content_type = "application/x-ndjson", body = relay_wire::agent::AgentEvent),
+        (status = 400, description = "`invalid_request` or `unknown_model`; costs no quota", body = ErrorBody),
+        (status = 401, description = "No valid token", body = ErrorBody),
+        (status = 403, description = "`quota_exceeded`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (per caller, or every model was rate limited); see Retry-After", body = ErrorBody),
+        (status = 502, description = "`upstream_error`: every model failed before any output", body = ErrorBody),
+        (status = 503, description = "`provider_unavailable`: no provider could be reached", body = ErrorBody),
+    ))]
+pub async fn stream_leg(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: axum::http::HeaderMap,
+    Json(body): Json<AgentRequest>,
+) -> ApiResult<Response> {
+    let arrived = Instant::now();
+    let leg = request::validate(&body)?;
+    let chain = state
+        .models()
+        .resolve(body.model.as_deref())
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::UnknownModel,
+                format!(
+                    "unknown model `{}`; use auto or one of: {}",
+                    body.model.as_deref().unwrap_or_default(),
+                    state.models().names().join(", ")
+                ),
+            )
+        })?;
+    if chain.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::ProviderUnavailable,
+            "no model is configured for auto",
+        ));
+    }
+    state.limits().agent.check(caller.user_id())?;
+    let quota = match &caller {
+        Caller::User(user) => {
+            let auth = state
+                .auth()
+                .ok_or_else(|| ApiError::internal("account without an auth store"))?;
+            if auth.admit_leg(&user.id).await? == Admission::QuotaExceeded {
+                state.metrics().quota_refusals.inc();
+                return Err(ApiError::new(
+                    ErrorCode::QuotaExceeded,
+                    "the account's quota is used up; ask an operator to raise it",
+                ));
+            }
+            stream::Quota::Taken {
+                auth: auth.clone(),
+                user_id: user.id.clone(),
+            }
+        }
+        Caller::Local => stream::Quota::OpenMode(state.memory().clone()),
+    };
+    let injected = inject::notes(&state, caller.user_id(), &leg).await;
+    let request_id = headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    stream::run(state, request_id, chain, leg, injected, quota, arrived).await
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ToolsQuery {
+    /// `worker`, `orchestrator` or `agent_orchestrator`; absent for the normal role.
+    #[serde(default)]
+    pub tool_role: Option<ToolRole>,
+}
+
+/// The canonical tool catalogue for a role.
+#[utoipa::path(get, path = "/v1/tools", tag = "agent",
+    security(("bearer" = [])),
+    params(ToolsQuery),
+    responses(
+        (status = 200, description = "The tools that role is sent, with their canonical definitions", body = ToolsResponse),
+        (status = 400, description = "Unknown tool_role", body = ErrorBody),
+    ))]
+pub async fn get_tools(_caller: Caller, Query(q): Query<ToolsQuery>) -> axum::Json<ToolsResponse> {
+    axum::Json(ToolsResponse {
+        tools: catalogue(q.tool_role),
+    })
+}

@@ -1,0 +1,229 @@
+//! Validation of an agent leg, once, at the boundary: roles and content forms, tool-call pairing,
+//! tools, sampling values and the project. A leg refused here costs no quota.
+
+use std::collections::HashSet;
+
+use relay_wire::agent::{AgentRequest, MessageRole};
+use relay_wire::tools::{ToolDef, gate};
+use sha2::{Digest, Sha256};
+
+use crate::domain::ProjectId;
+use crate::error::ApiError;
+use crate::providers::{ChatMessage, ChatRequest, ToolCall, ToolSpec};
+
+/// A leg that passed validation, before a model is chosen.
+#[derive(Debug)]
+pub struct ValidLeg {
+    /// The client's system text (injected notes are added later).
+    pub system: Option<String>,
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    pub project_id: Option<String>,
+    /// The latest user message: what injected notes should be relevant to.
+    pub last_user_text: String,
+}
+
+impl ValidLeg {
+    /// The provider request for one model, with `system` as the final system text.
+    pub fn to_chat(&self, upstream: &str, system: Option<String>) -> ChatRequest {
+        ChatRequest {
+            model: upstream.to_owned(),
+            system,
+            messages: self.messages.clone(),
+            tools: self.tools.clone(),
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+        }
+    }
+}
+
+fn bad(message: impl Into<String>) -> ApiError {
+    ApiError::invalid(message.into())
+}
+
+/// Tool names the providers accept (OpenAI's rule is the strictest).
+fn valid_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// The project a leg's notes come from: `project_id`/`project`, else the first 12 hex characters of
+/// the SHA-256 of `git_remote`, else `root`, else `cwd` (unnormalised, as the client computes it).
+pub fn project_of(req: &AgentRequest) -> Result<Option<String>, ApiError> {
+    if let Some(p) =
+        ProjectId::from_pair(req.project_id.as_deref(), req.project.as_deref()).map_err(bad)?
+    {
+        return Ok(Some(p.as_str().to_owned()));
+    }
+    let source = [&req.git_remote, &req.root, &req.cwd]
+        .into_iter()
+        .flatten()
+        .find(|s| !s.is_empty());
+    Ok(source.map(|s| hex::encode(Sha256::digest(s.as_bytes()))[..12].to_owned()))
+}
+
+pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
+    if req.messages.is_empty() {
+        return Err(bad("messages must not be empty"));
+    }
+    let mut system: Vec<String> = Vec::new();
+    let mut messages = Vec::with_capacity(req.messages.len());
+    let mut calls_seen: HashSet<String> = HashSet::new();
+    let mut last_user_text = String::new();
+    for (i, m) in req.messages.iter().enumerate() {
+        let at = |what: &str| format!("messages[{i}]: {what}");
+        if m.tool_calls.is_some() && m.role != MessageRole::Assistant {
+            return Err(bad(at("only assistant messages carry tool_calls")));
+        }
+        let text = m.content.as_ref().map(relay_wire::agent::Content::text);
+        match m.role {
+            MessageRole::System => {
+                system.push(text.ok_or_else(|| bad(at("a system message needs content")))?);
+            }
+            MessageRole::User => {
+                let text = text.ok_or_else(|| bad(at("a user message needs content")))?;
+                last_user_text.clone_from(&text);
+                messages.push(ChatMessage::User { content: text });
+            }
+            MessageRole::Assistant => {
+                let mut tool_calls = Vec::new();
+                for (j, call) in m.tool_calls.iter().flatten().enumerate() {
+                    let c = call.flat();
+                    if c.id.is_empty() || !valid_tool_name(&c.name) {
+                        return Err(bad(at(&format!(
+                            "tool_calls[{j}] needs an id and a valid name"
+                        ))));
+                    }
+                    if serde_json::from_str::<serde_json::Value>(&c.arguments).is_err() {
+                        return Err(bad(at(&format!(
+                            "tool_calls[{j}].arguments is not a JSON string"
+                        ))));
+                    }
+                    if !calls_seen.insert(c.id.clone()) {
+                        return Err(bad(at(&format!(
+                            "tool_calls[{j}] repeats the call id `{}`",
+                            c.id
+                        ))));
+                    }
+                    tool_calls.push(ToolCall {
+                        id: c.id,
+                        name: c.name,
+                        arguments: c.arguments,
+                    });
+                }
+                if text.is_none() && tool_calls.is_empty() {
+                    return Err(bad(at("an assistant message needs content or tool_calls")));
+                }
+                messages.push(ChatMessage::Assistant {
+                    content: text.unwrap_or_default(),
+                    tool_calls,
+                });
+            }
+            MessageRole::Tool => {
+                let id = m
+                    .tool_call_id
+                    .as_deref()
+                    .ok_or_else(|| bad(at("a tool message needs tool_call_id")))?;
+                if !calls_seen.contains(id) {
+                    return Err(bad(at(&format!(
+                        "tool_call_id `{id}` matches no tool call of an earlier assistant message"
+                    ))));
+                }
+                messages.push(ChatMessage::Tool {
+                    tool_call_id: id.to_owned(),
+                    content: text.unwrap_or_default(),
+                });
+            }
+        }
+    }
+    if messages.is_empty() {
+        return Err(bad(
+            "messages need at least one user, assistant or tool message",
+        ));
+    }
+    for (i, t) in req.tools.iter().enumerate() {
+        if !valid_tool_name(&t.name) {
+            return Err(bad(format!(
+                "tools[{i}].name must be 1 to 64 letters, digits, '_' or '-'"
+            )));
+        }
+        if !t.parameters.is_object() {
+            return Err(bad(format!(
+                "tools[{i}].parameters must be a JSON Schema object"
+            )));
+        }
+    }
+    if req.max_tokens == Some(0) {
+        return Err(bad("max_tokens must be at least 1"));
+    }
+    if let Some(t) = req.temperature
+        && !(0.0..=2.0).contains(&t)
+    {
+        return Err(bad("temperature must be between 0 and 2"));
+    }
+    let tools = gate(req.tool_role, &req.tools)
+        .into_iter()
+        .map(spec)
+        .collect();
+    Ok(ValidLeg {
+        system: (!system.is_empty()).then(|| system.join("\n\n")),
+        messages,
+        tools,
+        max_tokens: req.max_tokens,
+        temperature: req.temperature,
+        project_id: project_of(req)?,
+        last_user_text,
+    })
+}
+
+fn spec(t: ToolDef) -> ToolSpec {
+    ToolSpec {
+        name: t.name,
+        description: t.description,
+        parameters: t.parameters,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn req(v: serde_json::Value) -> AgentRequest {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn project_comes_from_id_then_git_remote_root_cwd() {
+        let r = req(json!({"messages": [], "project": "p1", "cwd": "/x"}));
+        assert_eq!(project_of(&r).unwrap().as_deref(), Some("p1"));
+        let r = req(
+            json!({"messages": [], "cwd": "/home/a/proj", "root": "/home/a/proj", "git_remote": "git@github.com:a/b.git"}),
+        );
+        let expected = hex::encode(Sha256::digest(b"git@github.com:a/b.git"))[..12].to_owned();
+        assert_eq!(project_of(&r).unwrap(), Some(expected));
+        let r = req(json!({"messages": [], "cwd": "/home/a/proj"}));
+        assert_eq!(project_of(&r).unwrap().unwrap().len(), 12);
+        assert_eq!(project_of(&req(json!({"messages": []}))).unwrap(), None);
+    }
+
+    #[test]
+    fn tool_results_must_pair_with_earlier_calls() {
+        let ok = req(json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{\"pattern\":\"x\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "found"}
+        ]}));
+        assert!(validate(&ok).is_ok());
+        let orphan = req(json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "tool", "tool_call_id": "c9", "content": "found"}
+        ]}));
+        assert!(validate(&orphan).unwrap_err().message.contains("c9"));
+    }
+}

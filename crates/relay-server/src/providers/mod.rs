@@ -1,0 +1,309 @@
+//! Model providers behind one trait: a normalised request in, a normalised event stream out.
+//!
+//! Each provider's wire format stays inside its own module (`openai` also serves every
+//! OpenAI-compatible server); what leaves a module is only the types below. The rule every
+//! adapter keeps: a key goes into a request header and nowhere else, and an error says what
+//! kind of failure happened (a status, a short machine code) but never repeats a response body.
+
+pub mod anthropic;
+pub mod demo;
+pub mod gemini;
+pub mod openai;
+pub mod sse;
+
+use std::fmt;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use sse::EventNormaliser;
+
+/// A provider-agnostic chat request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatRequest {
+    /// The provider's own model name (config `upstream`).
+    pub model: String,
+    /// Joined system text; Relay puts injected notes here.
+    pub system: Option<String>,
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChatMessage {
+    User {
+        content: String,
+    },
+    Assistant {
+        content: String,
+        tool_calls: Vec<ToolCall>,
+    },
+    Tool {
+        tool_call_id: String,
+        content: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema object.
+    pub parameters: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// Complete JSON text; `"{}"` when the model sent no arguments.
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ContentFilter,
+    ToolCalls,
+}
+
+impl FinishReason {
+    /// The wire name used in Relay's `done` event.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::ContentFilter => "content_filter",
+            Self::ToolCalls => "tool_calls",
+        }
+    }
+}
+
+/// What a provider stream yields, in order; `Finished` comes exactly once, last.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderEvent {
+    /// A piece of the answer, as soon as it arrives.
+    Text(String),
+    /// Visible reasoning/thinking text where the provider streams it.
+    Reasoning(String),
+    Finished {
+        finish_reason: FinishReason,
+        tool_calls: Vec<ToolCall>,
+        usage: Usage,
+    },
+}
+
+/// A provider failure. `Display` never includes a key, a URL or an upstream body.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// Could not reach the provider (DNS, refused, TLS, timeout before headers).
+    #[error("could not reach the provider: {0}")]
+    Connect(String),
+    /// HTTP 429 (or a rate-limit error reported inside the stream).
+    #[error("the provider is rate limiting requests{}", RetryAfter(*.retry_after))]
+    RateLimited { retry_after: Option<Duration> },
+    /// Another non-2xx answer, or an error reported inside the stream. `message` is the
+    /// provider's error type/code only, sanitized.
+    #[error("the provider answered with status {status} ({message})")]
+    Status { status: u16, message: String },
+    /// A malformed stream: bad framing, invalid JSON, or an end without a finish.
+    #[error("the provider's stream was malformed: {0}")]
+    Protocol(String),
+    /// Reserved for the caller: the stream went quiet for too long.
+    #[error("the provider stopped sending data")]
+    IdleTimeout,
+}
+
+/// Renders ` (retry after Ns)` for the `RateLimited` message.
+struct RetryAfter(Option<Duration>);
+
+impl fmt::Display for RetryAfter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(d) => write!(f, " (retry after {}s)", d.as_secs()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl ProviderError {
+    /// Whether the next model of a chain may be tried, provided no output was sent yet.
+    pub fn retryable_before_output(&self) -> bool {
+        match self {
+            Self::Connect(_) | Self::RateLimited { .. } => true,
+            Self::Status { status, .. } => *status >= 500 || *status == 408 || *status == 409,
+            // A provider that goes quiet before saying anything is as good as unreachable.
+            Self::IdleTimeout => true,
+            Self::Protocol(_) => false,
+        }
+    }
+}
+
+pub type EventStream =
+    Pin<Box<dyn futures::Stream<Item = Result<ProviderEvent, ProviderError>> + Send>>;
+
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    /// "openai", "anthropic", "gemini" or "demo".
+    fn kind(&self) -> &'static str;
+    /// Sends the request; resolves once response headers arrived (Err for connect errors and
+    /// non-2xx), then the stream yields events. Dropping the stream drops the upstream
+    /// connection (cancellation).
+    async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError>;
+}
+
+/// A tool call being assembled from fragments.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DraftCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// Closes a turn: empty arguments become `{}`, nameless calls are dropped, and a turn cut
+/// short by the token limit loses the calls whose JSON never closed (they cannot be run).
+/// Any call left makes the turn a `ToolCalls` turn whatever the provider said; a provider
+/// saying `tool_calls` with no call left is a plain stop.
+pub(crate) fn finish_turn(
+    reason: FinishReason,
+    drafts: Vec<DraftCall>,
+    usage: Usage,
+) -> ProviderEvent {
+    let tool_calls: Vec<ToolCall> = drafts
+        .into_iter()
+        .filter(|d| !d.name.is_empty())
+        .map(|d| {
+            let arguments = if d.arguments.trim().is_empty() {
+                "{}".to_owned()
+            } else {
+                d.arguments
+            };
+            ToolCall {
+                id: d.id,
+                name: d.name,
+                arguments,
+            }
+        })
+        .filter(|c| {
+            reason != FinishReason::Length
+                || serde_json::from_str::<serde::de::IgnoredAny>(&c.arguments).is_ok()
+        })
+        .collect();
+    let finish_reason = if !tool_calls.is_empty() {
+        FinishReason::ToolCalls
+    } else if reason == FinishReason::ToolCalls {
+        FinishReason::Stop
+    } else {
+        reason
+    };
+    ProviderEvent::Finished {
+        finish_reason,
+        tool_calls,
+        usage,
+    }
+}
+
+/// A provider error code fit to show: `[A-Za-z0-9_.-]{1,64}` that does not look like a secret.
+/// Upstream bodies can echo the key (OpenAI's "Incorrect API key provided: sk-..."), so only a
+/// short identifier survives, and one shaped like a key does not.
+pub(crate) fn sanitize_code(code: &str) -> Option<String> {
+    let shape_ok = !code.is_empty()
+        && code.len() <= 64
+        && code
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if !shape_ok {
+        return None;
+    }
+    let lower = code.to_ascii_lowercase();
+    const KEY_PREFIXES: [&str; 10] = [
+        "sk-", "sk_", "aiza", "gsk_", "xai-", "rly_", "key-", "key_", "pk-", "api-",
+    ];
+    let digits = code.bytes().filter(u8::is_ascii_digit).count();
+    let mixed_case = code.bytes().any(|b| b.is_ascii_lowercase())
+        && code.bytes().any(|b| b.is_ascii_uppercase());
+    // Error codes are words (`invalid_request_error`, `RESOURCE_EXHAUSTED`); keys are random.
+    let looks_secret = KEY_PREFIXES.iter().any(|p| lower.starts_with(p))
+        || digits >= 4
+        || (mixed_case && digits > 0);
+    (!looks_secret).then(|| code.to_owned())
+}
+
+/// Turns a provider's error JSON (`{"error": {...}}`, Anthropic's `{"type": "error", ...}`,
+/// Gemini's `{"error": {"code", "status"}}`) into an error that names only its type/code.
+/// `http_status` is the response status when the error came as an HTTP answer.
+pub(crate) fn error_from_json(http_status: Option<u16>, body: &Value) -> ProviderError {
+    let error = body.get("error").filter(|e| e.is_object()).unwrap_or(body);
+    let field = |name: &str| {
+        error
+            .get(name)
+            .and_then(Value::as_str)
+            .and_then(sanitize_code)
+    };
+    let number = |name: &str| {
+        error
+            .get(name)
+            .and_then(Value::as_u64)
+            .and_then(|n| u16::try_from(n).ok())
+    };
+    // The most specific first: OpenAI's `code` ("invalid_api_key") refines its `type`.
+    let code = field("code")
+        .or_else(|| field("type"))
+        .or_else(|| field("status"));
+    let status = http_status
+        .or_else(|| number("status_code"))
+        .or_else(|| number("code"))
+        .or_else(|| number("status"))
+        .or_else(|| code.as_deref().and_then(anthropic_error_status))
+        .filter(|s| (100..=599).contains(s))
+        // An error reported mid-stream without a status is the upstream's own failure.
+        .unwrap_or(500);
+    if status == 429 {
+        return ProviderError::RateLimited { retry_after: None };
+    }
+    let message = code.unwrap_or_else(|| {
+        if http_status.is_some() {
+            default_status_text(status)
+        } else {
+            "stream_error".to_owned()
+        }
+    });
+    ProviderError::Status { status, message }
+}
+
+/// Anthropic names its errors instead of numbering them when they arrive inside a stream.
+fn anthropic_error_status(code: &str) -> Option<u16> {
+    Some(match code {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" => 429,
+        "api_error" => 500,
+        "overloaded_error" => 529,
+        _ => return None,
+    })
+}
+
+fn default_status_text(status: u16) -> String {
+    reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .map(|r| r.to_ascii_lowercase().replace(' ', "_"))
+        .unwrap_or_else(|| format!("http_{status}"))
+}

@@ -1,0 +1,576 @@
+//! The PostgreSQL backend: one database shared by any number of Relay instances.
+//!
+//! Every rule that must hold across instances is enforced by PostgreSQL itself, never by process
+//! memory: quota admission is one conditional `UPDATE`; note ids come from a counter row whose lock
+//! serialises writers of a project; sessions are read on every request; migrations run under the
+//! advisory lock sqlx's PostgreSQL migrator takes (`pg_advisory_lock` in
+//! `sqlx-postgres/src/migrate.rs`, `Migrate::lock`), so instances that start together migrate once.
+
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use sqlx::Row;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+
+use super::{
+    Admission, AuthStore, InjectBudget, MemoryStore, NewNote, NewUser, Note, Remembered,
+    StoreError, StoreOptions, StoreResult, User, UserChanges, note_id, relevance,
+};
+use crate::domain::{NoteText, Role};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/postgres/migrations");
+
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects and migrates. Fails when the server cannot be reached within the busy timeout, so
+    /// a misconfigured instance stops at start-up instead of answering 503 forever.
+    pub async fn open(url: &str, options: &StoreOptions) -> anyhow::Result<Self> {
+        let connect = PgConnectOptions::from_str(url)
+            .map_err(|e| anyhow::anyhow!("cannot parse PostgreSQL URL: {e}"))?
+            .application_name("relay");
+        // Named without the user or password: this goes to the log.
+        let target = format!(
+            "{}:{}/{}",
+            connect.get_host(),
+            connect.get_port(),
+            connect.get_database().unwrap_or_default()
+        );
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections)
+            // A request waits this long for a connection; past it the store counts as unavailable
+            // and the handler answers 503 instead of hanging while the server is down.
+            .acquire_timeout(options.busy_timeout)
+            // Connections the server dropped (a restart, a failover) are found and replaced before
+            // a request gets them, so service resumes by itself when the server is back.
+            .test_before_acquire(true)
+            .connect_with(connect)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to PostgreSQL at {target}: {e}"))?;
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot migrate PostgreSQL database {target}: {e}"))?;
+        Ok(Self { pool })
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+/// The columns `user_from_row` reads, spliced into queries at compile time.
+macro_rules! user_columns {
+    () => {
+        "id, email, role, quota_limit, used, created_at"
+    };
+}
+
+fn user_from_row(row: &PgRow) -> StoreResult<User> {
+    let role: String = row.try_get("role")?;
+    Ok(User {
+        id: row.try_get("id")?,
+        email: row.try_get("email")?,
+        role: Role::parse(&role).map_err(StoreError::Internal)?,
+        limit: row.try_get("quota_limit")?,
+        used: row.try_get("used")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+#[async_trait]
+impl AuthStore for PgStore {
+    async fn create_user(&self, user: NewUser) -> StoreResult<User> {
+        sqlx::query(
+            "INSERT INTO users (id, email, password_hash, role, quota_limit, used, created_at)
+             VALUES ($1, $2, $3, $4, $5, 0, $6)",
+        )
+        .bind(&user.id)
+        .bind(user.email.as_str())
+        .bind(&user.password_hash)
+        .bind(user.role.as_str())
+        .bind(user.limit)
+        .bind(user.created_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(User {
+            id: user.id,
+            email: user.email.as_str().to_owned(),
+            role: user.role,
+            limit: user.limit,
+            used: 0,
+            created_at: user.created_at,
+        })
+    }
+
+    async fn user_by_email(&self, email: &str) -> StoreResult<Option<(User, String)>> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            user_columns!(),
+            ", password_hash FROM users WHERE email = $1"
+        ))
+        .bind(email)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Ok((user_from_row(&r)?, r.try_get("password_hash")?)))
+            .transpose()
+    }
+
+    async fn list_users(&self) -> StoreResult<Vec<User>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            user_columns!(),
+            " FROM users ORDER BY created_at, email"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(user_from_row).collect()
+    }
+
+    async fn update_user(&self, email: &str, changes: UserChanges) -> StoreResult<Option<User>> {
+        let row = sqlx::query(concat!(
+            "UPDATE users SET
+                role = COALESCE($1, role),
+                quota_limit = COALESCE($2, quota_limit),
+                used = CASE WHEN $3 THEN 0 ELSE used END
+             WHERE email = $4
+             RETURNING ",
+            user_columns!()
+        ))
+        .bind(changes.role.map(Role::as_str))
+        .bind(changes.limit)
+        .bind(changes.reset_usage)
+        .bind(email)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(user_from_row).transpose()
+    }
+
+    async fn delete_user(&self, email: &str) -> StoreResult<Option<User>> {
+        // Sessions go with the account through ON DELETE CASCADE.
+        let row = sqlx::query(concat!(
+            "DELETE FROM users WHERE email = $1 RETURNING ",
+            user_columns!()
+        ))
+        .bind(email)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(user_from_row).transpose()
+    }
+
+    async fn create_session(
+        &self,
+        token_hash: &str,
+        user_id: &str,
+        now: f64,
+        expires_at: f64,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO sessions (token_hash, user_id, created_at, expires_at)
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind(token_hash)
+        .bind(user_id)
+        .bind(now)
+        .bind(expires_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn session_user(&self, token_hash: &str, now: f64) -> StoreResult<Option<User>> {
+        // Read on every request, never cached: a signout on any instance ends the session here.
+        let row = sqlx::query(
+            "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at
+             FROM sessions s JOIN users u ON u.id = s.user_id
+             WHERE s.token_hash = $1 AND s.expires_at > $2",
+        )
+        .bind(token_hash)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(user_from_row).transpose()
+    }
+
+    async fn delete_session(&self, token_hash: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
+            .bind(token_hash)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn admit_leg(&self, user_id: &str) -> StoreResult<Admission> {
+        // Check and increment in one statement. Concurrent updates of the row queue on its lock,
+        // and under READ COMMITTED PostgreSQL re-checks the WHERE clause against the row the
+        // previous writer committed, so the last unit goes to exactly one leg whichever instance
+        // it came through.
+        let done = sqlx::query(
+            "UPDATE users SET used = used + 1
+             WHERE id = $1 AND (role = 'admin' OR quota_limit < 0 OR used < quota_limit)",
+        )
+        .bind(user_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(if done.rows_affected() == 1 {
+            Admission::Admitted
+        } else {
+            Admission::QuotaExceeded
+        })
+    }
+
+    async fn refund_leg(&self, user_id: &str) -> StoreResult<()> {
+        sqlx::query("UPDATE users SET used = used - 1 WHERE id = $1 AND used > 0")
+            .bind(user_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn add_to_waitlist(&self, email: &str, source: &str, now: f64) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO waitlist (email, source, created_at) VALUES ($1, $2, $3)
+             ON CONFLICT (email) DO NOTHING",
+        )
+        .bind(email)
+        .bind(source)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        // A real round trip, and readiness means "can take a write": a server that failed over to
+        // a read-only standby answers queries, yet every remember and every admission would fail.
+        let writable: bool = sqlx::query_scalar("SELECT NOT pg_is_in_recovery()")
+            .fetch_one(&self.pool)
+            .await?;
+        if writable {
+            Ok(())
+        } else {
+            Err(StoreError::Unavailable(
+                "the PostgreSQL server is a read-only standby".into(),
+            ))
+        }
+    }
+}
+
+/// The columns `note_from_row` reads.
+macro_rules! note_columns {
+    () => {
+        "id, project_id, note, author, mem_type, created_at"
+    };
+}
+
+fn note_from_row(row: &PgRow) -> StoreResult<Note> {
+    Ok(Note {
+        id: row.try_get("id")?,
+        project_id: row.try_get("project_id")?,
+        note: row.try_get("note")?,
+        author: row.try_get("author")?,
+        mem_type: row.try_get("mem_type")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn norm_hash(folded: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(folded.as_bytes()))
+}
+
+#[async_trait]
+impl MemoryStore for PgStore {
+    async fn remember(&self, note: NewNote) -> StoreResult<Remembered> {
+        let folded = note.text.folded();
+        let hash = norm_hash(&folded);
+        let project = note.project_id.as_str();
+        let mut tx = self.pool.begin().await?;
+        // The upsert comes first: it takes the counter row's lock, so every other remember into
+        // this project, on any instance, waits here until this transaction ends. The duplicate
+        // check below then sees every note committed before it, and two equal notes written at
+        // once cannot both be stored. A duplicate rolls back, which also undoes the increment, so
+        // the ids stay gap-free.
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO note_counters (user_id, project_id, last_seq) VALUES ($1, $2, 1)
+             ON CONFLICT (user_id, project_id) DO UPDATE SET last_seq = note_counters.last_seq + 1
+             RETURNING last_seq",
+        )
+        .bind(&note.user_id)
+        .bind(project)
+        .fetch_one(&mut *tx)
+        .await?;
+        let existing = sqlx::query(
+            "SELECT id, note FROM notes WHERE user_id = $1 AND project_id = $2 AND norm_hash = $3",
+        )
+        .bind(&note.user_id)
+        .bind(project)
+        .bind(&hash)
+        .fetch_all(&mut *tx)
+        .await?;
+        for row in &existing {
+            let text: String = row.try_get("note")?;
+            // The hash only narrows the search; equal folded text is what makes a duplicate.
+            if text.split_whitespace().collect::<Vec<_>>().join(" ") == folded {
+                tx.rollback().await?;
+                return Ok(Remembered {
+                    id: row.try_get("id")?,
+                    created: false,
+                });
+            }
+        }
+        let id = note_id(&note.user_id, project, seq);
+        sqlx::query(
+            "INSERT INTO notes (id, user_id, project_id, seq, note, norm_hash, author, mem_type, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(&id)
+        .bind(&note.user_id)
+        .bind(project)
+        .bind(seq)
+        .bind(note.text.as_str())
+        .bind(&hash)
+        .bind(&note.author)
+        .bind(&note.mem_type)
+        .bind(note.created_at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Remembered { id, created: true })
+    }
+
+    async fn recall(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<String>> {
+        let rows: Vec<String> = sqlx::query_scalar(
+            "SELECT note FROM (
+                SELECT note, created_at, seq FROM notes WHERE user_id = $1 AND project_id = $2
+                ORDER BY created_at DESC, seq DESC LIMIT $3
+             ) AS newest ORDER BY created_at, seq",
+        )
+        .bind(user_id)
+        .bind(project_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    async fn list_notes(
+        &self,
+        user_id: &str,
+        project_id: Option<&str>,
+        limit: u32,
+        offset: u64,
+    ) -> StoreResult<(u64, Vec<Note>)> {
+        let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+        // The window count is the total of the same snapshot the page comes from. A page past the
+        // end has no row to carry it, so the total is then counted on its own. One statement per
+        // selector, so each is planned with its own index.
+        let (page, count) = match project_id {
+            Some(p) => (
+                sqlx::query(concat!(
+                    "SELECT ",
+                    note_columns!(),
+                    ", count(*) OVER () AS total FROM notes WHERE user_id = $1 AND project_id = $2
+                     ORDER BY created_at, id LIMIT $3 OFFSET $4"
+                ))
+                .bind(user_id)
+                .bind(p),
+                sqlx::query_scalar(
+                    "SELECT count(*) FROM notes WHERE user_id = $1 AND project_id = $2",
+                )
+                .bind(user_id)
+                .bind(p),
+            ),
+            None => (
+                sqlx::query(concat!(
+                    "SELECT ",
+                    note_columns!(),
+                    ", count(*) OVER () AS total FROM notes WHERE user_id = $1
+                     ORDER BY created_at, id LIMIT $2 OFFSET $3"
+                ))
+                .bind(user_id),
+                sqlx::query_scalar("SELECT count(*) FROM notes WHERE user_id = $1").bind(user_id),
+            ),
+        };
+        let rows = page
+            .bind(i64::from(limit))
+            .bind(offset)
+            .fetch_all(&self.pool)
+            .await?;
+        let total: i64 = match rows.first() {
+            Some(r) => r.try_get("total")?,
+            None => count.fetch_one(&self.pool).await?,
+        };
+        let notes = rows
+            .iter()
+            .map(note_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok((u64::try_from(total).unwrap_or(0), notes))
+    }
+
+    async fn delete_note(&self, user_id: &str, id: &str) -> StoreResult<u64> {
+        // The full-text vector is a column of the row, so it goes with it.
+        Ok(
+            sqlx::query("DELETE FROM notes WHERE user_id = $1 AND id = $2")
+                .bind(user_id)
+                .bind(id)
+                .execute(&self.pool)
+                .await?
+                .rows_affected(),
+        )
+    }
+
+    async fn delete_project(&self, user_id: &str, project_id: &str) -> StoreResult<u64> {
+        // The counter row stays: ids are never reused after a delete.
+        Ok(
+            sqlx::query("DELETE FROM notes WHERE user_id = $1 AND project_id = $2")
+                .bind(user_id)
+                .bind(project_id)
+                .execute(&self.pool)
+                .await?
+                .rows_affected(),
+        )
+    }
+
+    async fn get_note(&self, user_id: &str, id: &str) -> StoreResult<Option<Note>> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            note_columns!(),
+            " FROM notes WHERE user_id = $1 AND id = $2"
+        ))
+        .bind(user_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(note_from_row).transpose()
+    }
+
+    async fn edit_note(
+        &self,
+        user_id: &str,
+        id: &str,
+        text: &NoteText,
+    ) -> StoreResult<Option<Note>> {
+        // `search` is generated from `note`, so the index follows the edit in this same statement.
+        let row = sqlx::query(concat!(
+            "UPDATE notes SET note = $1, norm_hash = $2 WHERE user_id = $3 AND id = $4 RETURNING ",
+            note_columns!()
+        ))
+        .bind(text.as_str())
+        .bind(norm_hash(&text.folded()))
+        .bind(user_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(note_from_row).transpose()
+    }
+
+    async fn notes_for_injection(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        query: &str,
+        budget: InjectBudget,
+    ) -> StoreResult<Vec<Note>> {
+        let (count, chars): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), coalesce(sum(length(note)), 0)::bigint
+             FROM notes WHERE user_id = $1 AND project_id = $2",
+        )
+        .bind(user_id)
+        .bind(project_id)
+        .fetch_one(&self.pool)
+        .await?;
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        if relevance::fits(
+            u64::try_from(count).unwrap_or(0),
+            u64::try_from(chars).unwrap_or(0),
+            budget,
+        ) {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                note_columns!(),
+                " FROM notes WHERE user_id = $1 AND project_id = $2 ORDER BY created_at, seq"
+            ))
+            .bind(user_id)
+            .bind(project_id)
+            .fetch_all(&self.pool)
+            .await?;
+            return rows.iter().map(note_from_row).collect();
+        }
+        let terms = relevance::query_terms(query);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Each term is its own plainto_tsquery (stemmed like the notes, stopwords dropped) and the
+        // terms are ORed by the migration's aggregate: user text is bound as data and never parsed
+        // as tsquery syntax. ts_rank with normalisation 1 divides by the log of the note's length,
+        // as bm25 discounts long notes in the SQLite backend; ties go to the newest.
+        let rows = sqlx::query(
+            "SELECT n.id, n.project_id, n.note, n.author, n.mem_type, n.created_at,
+                    ts_rank(n.search, q.query, 1)::float8 AS score
+             FROM notes n,
+                  (SELECT relay_tsquery_or(plainto_tsquery('english', term)) AS query
+                   FROM unnest($3::text[]) AS term) AS q
+             WHERE n.user_id = $1 AND n.project_id = $2 AND n.search @@ q.query
+             ORDER BY score DESC, n.created_at DESC, n.seq DESC
+             LIMIT 64",
+        )
+        .bind(user_id)
+        .bind(project_id)
+        .bind(&terms)
+        .fetch_all(&self.pool)
+        .await?;
+        let ranked = rows
+            .iter()
+            .map(|r| Ok((note_from_row(r)?, r.try_get::<f64, _>("score")?)))
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(relevance::select(ranked, budget))
+    }
+
+    async fn count_open_leg(&self) -> StoreResult<()> {
+        sqlx::query("UPDATE open_usage SET used = used + 1 WHERE id = 1")
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn open_legs(&self) -> StoreResult<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT used FROM open_usage WHERE id = 1")
+                .fetch_optional(&self.pool)
+                .await?
+                .unwrap_or(0),
+        )
+    }
+
+    async fn delete_all_notes(&self, user_id: &str) -> StoreResult<u64> {
+        let mut tx = self.pool.begin().await?;
+        // Counters first: deleting them waits for any remember of this user still holding a
+        // counter row, so the notes deleted next include the one it committed. Notes first could
+        // leave that note behind with its counter gone, and the next remember would reuse its id.
+        sqlx::query("DELETE FROM note_counters WHERE user_id = $1")
+            .bind(user_id)
+            .execute(&mut *tx)
+            .await?;
+        let deleted = sqlx::query("DELETE FROM notes WHERE user_id = $1")
+            .bind(user_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        AuthStore::ping(self).await
+    }
+}

@@ -1,0 +1,6 @@
+//! Tests for the safety check, one file per topic.
+
+mod commands;
+mod completions;
+mod limits;
+mod secrets;
