@@ -19,7 +19,7 @@ use relay_wire::{ErrorBody, ErrorCode};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-pub use request::project_of;
+pub use request::{ValidLeg, project_of, validate};
 
 use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};

@@ -314,3 +314,114 @@ async fn every_line_is_flushed_as_it_is_produced() {
     };
     assert_eq!(assert_one_terminal(&rest)["event"], "done");
 }
+
+#[tokio::test]
+async fn malformed_sse_before_output_is_a_refunded_502_and_after_output_one_error_line() {
+    let fake = FakeUpstream::start().await;
+    fake.push(
+        "up-1",
+        Reply::Sse {
+            chunks: vec!["data: {not json\n\n".into()],
+            pause: Duration::ZERO,
+        },
+    );
+    fake.push(
+        "up-1",
+        Reply::Sse {
+            chunks: vec![up::text_chunk("fine so far"), "data: [[[\n\n".into()],
+            pause: Duration::ZERO,
+        },
+    );
+    let app = auth_app(&fake, 10).await;
+    let token = app.user("m@example.com").await;
+    let r = app
+        .post("/v1/agent/stream", Some(&token), &user_says("hi"))
+        .await;
+    expect_error(r, 502, "upstream_error").await;
+    assert_eq!(
+        body(app.me(Some(&token)).await).await["used"],
+        0,
+        "no output: refunded"
+    );
+    let (code, lines) = app.leg(Some(&token), &user_says("hi")).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(lines[1]["text"], "fine so far");
+    assert_eq!(assert_one_terminal(&lines)["event"], "error");
+    assert_eq!(body(app.me(Some(&token)).await).await["used"], 1);
+}
+
+#[tokio::test]
+async fn a_single_huge_chunk_is_streamed_whole() {
+    let fake = FakeUpstream::start().await;
+    let huge = "é".repeat(1_000_000); // 2 MB of UTF-8 in one SSE event
+    fake.push("up-1", up::text_reply(&[&huge]));
+    let app = open_app(&fake).await;
+    let (code, lines) = app.leg(None, &user_says("hi")).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(lines[1]["text"].as_str().unwrap().len(), huge.len());
+    assert_eq!(assert_one_terminal(&lines)["event"], "done");
+}
+
+#[tokio::test]
+async fn a_storm_of_429s_and_500s_leaves_no_stream_open_and_every_leg_terminated() {
+    let fake = FakeUpstream::start().await;
+    for i in 0..30 {
+        let reply = match i % 3 {
+            0 => Reply::Status {
+                status: 429,
+                body: json!({}),
+                retry_after: Some(60),
+            },
+            1 => status(500),
+            _ => up::text_reply(&["ok"]),
+        };
+        fake.push(if i % 2 == 0 { "up-1" } else { "up-2" }, reply);
+    }
+    let app = auth_app(&fake, 1_000).await;
+    let token = app.user("storm@example.com").await;
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let (client, url, token) = (
+            app.client.clone(),
+            app.url("/v1/agent/stream"),
+            token.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let r = client
+                .post(url)
+                .bearer_auth(token)
+                .json(&user_says("x"))
+                .send()
+                .await
+                .unwrap();
+            (r.status(), r.text().await.unwrap())
+        }));
+    }
+    let mut served = 0;
+    for t in tasks {
+        let (code, text) = t.await.unwrap();
+        if code == StatusCode::OK {
+            served += 1;
+            let lines: Vec<Value> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert_one_terminal(&lines);
+        } else {
+            let b: Value = serde_json::from_str(&text).unwrap();
+            assert!(
+                ["rate_limited", "upstream_error"].contains(&b["error"].as_str().unwrap()),
+                "{b}"
+            );
+        }
+    }
+    let used = body(app.me(Some(&token)).await).await["used"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(used, served, "exactly the served legs kept their unit");
+    let metrics = app.get("/metrics", None).await.text().await.unwrap();
+    assert!(
+        metrics.contains("relay_agent_active_streams 0"),
+        "{metrics}"
+    );
+}

@@ -1,0 +1,42 @@
+# Shared by the opt-in scripts: build the release binary and start a `relay serve` with accounts on.
+# Sets RELAY_PID, RELAY_URL and RELAY_DIR; the caller stops it with stop_relay.
+
+repo_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
+
+start_relay() {
+  local root; root=$(repo_root)
+  (cd "$root" && cargo build --release -p relay >/dev/null)
+  RELAY_DIR=$(mktemp -d)
+  cat >"$RELAY_DIR/relay.toml" <<TOML
+bind = "127.0.0.1:0"
+[memory]
+url = "sqlite://$RELAY_DIR/relay.db"
+[auth]
+url = "sqlite://$RELAY_DIR/relay.db"
+default_limit = -1
+[limits]
+agent_per_minute = 1000000
+agent_burst = 100000
+suggest_per_minute = 1000000
+suggest_burst = 100000
+signin_failures = 100000
+TOML
+  env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY -u GEMINI_API_KEY RELAY_LOG=warn,relay=info \
+    "$root/target/release/relay" --config "$RELAY_DIR/relay.toml" serve >"$RELAY_DIR/serve.log" 2>&1 &
+  RELAY_PID=$!
+  for _ in $(seq 200); do
+    RELAY_URL=$(grep -oE 'listening on [0-9.:]+' "$RELAY_DIR/serve.log" | awk '{print "http://"$3}') || true
+    [ -n "${RELAY_URL:-}" ] && break
+    sleep 0.05
+  done
+  [ -n "${RELAY_URL:-}" ] || { echo "relay did not start"; cat "$RELAY_DIR/serve.log"; exit 1; }
+}
+
+stop_relay() { kill -TERM "$RELAY_PID" 2>/dev/null || true; wait "$RELAY_PID" 2>/dev/null || true; }
+
+# Prints a fresh token for a new unlimited user.
+new_token() {
+  curl -sf "$RELAY_URL/v1/auth/signup" -H 'content-type: application/json' \
+    -d "{\"email\":\"user$RANDOM$RANDOM@example.com\",\"password\":\"long enough password\"}" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'
+}
