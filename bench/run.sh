@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The one command behind BENCHMARKS.md: builds Relay and the harness in release mode, installs the
+# load generator (oha, from crates.io) and the LiteLLM proxy (from PyPI, into bench/.venv) when they
+# are missing, raises the open-file limit for the open-stream test, runs the harness, and writes
+# bench/results/latest.md (the table) and bench/results/latest.json (every figure).
+#
+#   bench/run.sh            the full run (about 10 minutes, plus the first-time installs)
+#   bench/run.sh --smoke    the tiny version: seconds, no LiteLLM, checks the pipeline only
+#
+# Environment: CARGO_TARGET_DIR (default: the workspace's target/), BENCH_WAIT_LOAD=1 to wait (up to
+# 15 minutes) for the 1-minute load average to drop under 1.5 before measuring.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+export CARGO_TARGET_DIR="$target_dir"
+
+smoke=0
+for arg in "$@"; do
+    [[ "$arg" == "--smoke" ]] && smoke=1
+done
+
+echo "== building relay and relay-bench (release)" >&2
+cargo build --release -p relay -p relay-bench
+
+oha_bin="$(command -v oha || true)"
+if [[ -z "$oha_bin" && -x "$HOME/.cargo/bin/oha" ]]; then
+    oha_bin="$HOME/.cargo/bin/oha"
+fi
+if [[ -z "$oha_bin" && "$smoke" == 0 ]]; then
+    echo "== installing oha from crates.io (about 5 minutes, once)" >&2
+    cargo install oha --locked
+    oha_bin="$HOME/.cargo/bin/oha"
+fi
+
+litellm_bin="$root/bench/.venv/bin/litellm"
+if [[ ! -x "$litellm_bin" && "$smoke" == 0 ]]; then
+    echo "== installing litellm[proxy] from PyPI into bench/.venv (about a minute, once)" >&2
+    python3 -m venv "$root/bench/.venv"
+    "$root/bench/.venv/bin/pip" install --quiet 'litellm[proxy]'
+fi
+
+# Each open stream holds two sockets in Relay: 10,000 streams need more than 20,000 descriptors.
+# Raise the soft limit as far as the hard limit allows; the harness reports if it had to open fewer.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+if [[ "${BENCH_WAIT_LOAD:-0}" == 1 ]]; then
+    for _ in $(seq 1 90); do
+        load1="$(cut -d' ' -f1 /proc/loadavg)"
+        awk -v l="$load1" 'BEGIN { exit !(l < 1.5) }' && break
+        echo "== load average $load1: waiting for a quieter machine" >&2
+        sleep 10
+    done
+fi
+
+mkdir -p "$root/bench/results"
+args=(--relay-bin "$target_dir/release/relay" --command-label "bench/run.sh${*:+ $*}")
+[[ -n "$oha_bin" ]] && args+=(--oha "$oha_bin")
+if [[ "$smoke" == 1 ]]; then
+    args+=(--smoke --out "$root/bench/results/smoke.md" --json "$root/bench/results/smoke.json")
+else
+    args+=(--litellm "$litellm_bin" --out "$root/bench/results/latest.md" --json "$root/bench/results/latest.json")
+fi
+exec "$target_dir/release/relay-bench" "${args[@]}"

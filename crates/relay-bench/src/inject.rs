@@ -1,0 +1,92 @@
+//! Note injection time, measured in-process through the `relay-server` library: a SQLite store
+//! with many coding notes in one project, and `notes_for_injection` (what every agent leg calls)
+//! timed over varied questions. No HTTP and no other load: this is the store's own cost.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use relay_server::domain::{NoteText, ProjectId};
+use relay_server::store::sqlite::SqliteStore;
+use relay_server::store::{InjectBudget, MemoryStore, NewNote, StoreOptions};
+use serde::Serialize;
+
+use crate::data::{PROJECT, Rng, note, question};
+use crate::load::summarize;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct InjectionResult {
+    pub notes: usize,
+    pub questions: usize,
+    /// In-process `remember` calls per second while filling the project (one transaction each).
+    pub remember_per_sec: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Notes injected per question on average (the budget allows 8): shows the lookups matched.
+    pub mean_injected: f64,
+}
+
+/// Fills a fresh store under `dir` with `notes` notes and times `questions` injections.
+pub async fn measure(dir: &Path, notes: usize, questions: usize) -> Result<InjectionResult> {
+    let url = format!("sqlite://{}", dir.join("inject.db").display());
+    // The server's defaults (`[memory]`): 8 connections, 5 s busy timeout.
+    let store = SqliteStore::open(
+        &url,
+        &StoreOptions {
+            max_connections: 8,
+            busy_timeout: Duration::from_secs(5),
+        },
+    )
+    .await?;
+    let user = "u_bench";
+    let project = ProjectId::parse(PROJECT).map_err(anyhow::Error::msg)?;
+    let mut rng = Rng::new(42);
+    let filling = Instant::now();
+    for i in 0..notes {
+        let text = NoteText::parse(&note(&mut rng, i), "note").map_err(anyhow::Error::msg)?;
+        store
+            .remember(NewNote {
+                user_id: user.into(),
+                project_id: project.clone(),
+                text,
+                author: "user".into(),
+                mem_type: "note".into(),
+                created_at: 1_700_000_000.0 + i as f64,
+            })
+            .await?;
+    }
+    let remember_per_sec = notes as f64 / filling.elapsed().as_secs_f64();
+    // Relay's default budget (`inject_max_notes`, `inject_max_chars`).
+    let budget = InjectBudget {
+        max_notes: 8,
+        max_chars: 6_000,
+    };
+    let mut rng = Rng::new(99);
+    let asked: Vec<String> = (0..questions).map(|_| question(&mut rng)).collect();
+    // Warm the page cache and the statement cache first, as a running server would have them.
+    for q in asked.iter().take((questions / 20).clamp(1, 50)) {
+        store.notes_for_injection(user, PROJECT, q, budget).await?;
+    }
+    let mut times = Vec::with_capacity(asked.len());
+    let mut injected = 0usize;
+    for q in &asked {
+        let t0 = Instant::now();
+        let got = store.notes_for_injection(user, PROJECT, q, budget).await?;
+        times.push(t0.elapsed().as_secs_f64() * 1000.0);
+        injected += got.len();
+    }
+    let (p50_ms, p90_ms, p99_ms, max_ms) = summarize(&mut times);
+    store.pool().close().await;
+    Ok(InjectionResult {
+        notes,
+        questions,
+        remember_per_sec,
+        p50_ms,
+        p90_ms,
+        p99_ms,
+        max_ms,
+        mean_injected: injected as f64 / questions.max(1) as f64,
+    })
+}

@@ -1,0 +1,17 @@
+//! Relay's benchmark harness as a library: `run` drives the whole pipeline (mock upstream, Relay,
+//! a load generator, LiteLLM) and returns a `Report`; the `relay-bench` binary and the smoke test
+//! both call it.
+
+pub mod data;
+pub mod inject;
+pub mod litellm;
+pub mod load;
+pub mod mock;
+pub mod procfs;
+pub mod relay;
+pub mod report;
+pub mod run;
+pub mod streams;
+
+pub use report::Report;
+pub use run::{Options, Scale, profile, run};

@@ -1,0 +1,194 @@
+//! `relay-bench`: runs the benchmark (`--smoke` for the tiny version), the mock upstream on its own
+//! (`relay-bench mock`, which the harness starts as its child), or a profiling run (`profile`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use relay_bench::{Options, Scale};
+
+#[derive(Parser)]
+#[command(name = "relay-bench", about = "Relay's benchmark harness")]
+struct Cli {
+    /// Tiny scale, no LiteLLM, built-in load generator when oha is missing; checks that every stage
+    /// produced numbers.
+    #[arg(long)]
+    smoke: bool,
+    /// The relay binary; default: `relay` next to this binary, else (smoke only) Relay in-process.
+    #[arg(long, global = true)]
+    relay_bin: Option<PathBuf>,
+    /// oha; default: found on PATH or in ~/.cargo/bin.
+    #[arg(long, global = true)]
+    oha: Option<PathBuf>,
+    /// The litellm script; default: bench/.venv/bin/litellm of the workspace.
+    #[arg(long)]
+    litellm: Option<PathBuf>,
+    /// Skip LiteLLM.
+    #[arg(long)]
+    no_litellm: bool,
+    /// Also write the markdown report here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Also write every figure as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// The command line to print in the report (bench/run.sh passes its own).
+    #[arg(long)]
+    command_label: Option<String>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the mock upstream and print `mock listening on ADDR`.
+    Mock {
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+    },
+    /// Only the in-process note injection measurement.
+    Inject {
+        #[arg(long, default_value_t = 10_000)]
+        notes: usize,
+        #[arg(long, default_value_t = 1_000)]
+        questions: usize,
+        /// Keep the database in this directory (default: a temporary one).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Start mock and Relay and run legs at a fixed rate, optionally under `perf record`.
+    Profile {
+        #[arg(long, default_value_t = 1000)]
+        rate: u32,
+        #[arg(long, default_value_t = 20)]
+        secs: u64,
+        /// perf.data to write; without it no profiler runs.
+        #[arg(long)]
+        perf_out: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("relay-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// An executable named `name` on PATH or in ~/.cargo/bin.
+fn which(name: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(Path::new(&home).join(".cargo/bin"));
+    }
+    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+fn real_main() -> Result<ExitCode> {
+    let cli = Cli::parse();
+    if let Some(Command::Mock { port }) = cli.command {
+        relay_bench::mock::run_process(port)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(Command::Inject { notes, questions, dir }) = &cli.command {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        let temp = tempfile::tempdir()?;
+        let dir = dir.as_deref().unwrap_or(temp.path());
+        let r = runtime.block_on(relay_bench::inject::measure(dir, *notes, *questions))?;
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let exe = std::env::current_exe()?;
+    let sibling = exe.with_file_name("relay");
+    let relay_bin = match cli.relay_bin.clone() {
+        Some(b) => Some(b),
+        None if sibling.is_file() => Some(sibling),
+        None if cli.smoke => None,
+        None => bail!(
+            "no relay binary next to {}: build it with `cargo build --release -p relay -p relay-bench`, or pass --relay-bin",
+            exe.display()
+        ),
+    };
+    let oha = match cli.oha.clone().or_else(|| which("oha")) {
+        Some(o) => Some(o),
+        None if cli.smoke => None,
+        None => bail!("oha is not installed: `cargo install oha --locked` (bench/run.sh does it)"),
+    };
+    let litellm = if cli.smoke || cli.no_litellm {
+        None
+    } else {
+        let bin = cli
+            .litellm
+            .clone()
+            .unwrap_or_else(relay_bench::litellm::default_bin);
+        if !bin.is_file() {
+            bail!(
+                "no litellm at {}: bench/run.sh installs it into bench/.venv (or pass --no-litellm)",
+                bin.display()
+            );
+        }
+        Some(bin)
+    };
+    let command = cli
+        .command_label
+        .clone()
+        .unwrap_or_else(|| std::env::args().collect::<Vec<_>>().join(" "));
+    let opts = Options {
+        smoke: cli.smoke,
+        scale: if cli.smoke {
+            Scale::smoke()
+        } else {
+            Scale::full()
+        },
+        relay_bin,
+        mock_exe: Some(exe),
+        oha,
+        litellm,
+        command,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    if let Some(Command::Profile {
+        rate,
+        secs,
+        perf_out,
+    }) = cli.command
+    {
+        runtime.block_on(relay_bench::profile(
+            &opts,
+            rate,
+            Duration::from_secs(secs),
+            perf_out,
+        ))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = runtime.block_on(relay_bench::run(&opts))?;
+    let markdown = report.markdown();
+    println!("{markdown}");
+    if let Some(out) = &cli.out {
+        write(out, &markdown)?;
+    }
+    if let Some(json) = &cli.json {
+        write(json, &serde_json::to_string_pretty(&report)?)?;
+    }
+    let missing = report.missing();
+    if !missing.is_empty() {
+        bail!("these stages produced no numbers: {}", missing.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}

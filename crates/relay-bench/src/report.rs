@@ -1,0 +1,437 @@
+//! The results: every figure of a run, and the one markdown table with its targets, met or not,
+//! and the ratios Relay ÷ direct and Relay ÷ LiteLLM.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::inject::InjectionResult;
+use crate::load::LoadResult;
+use crate::streams::StreamsResult;
+
+/// One fixed rate: the mock directly, Relay, and LiteLLM when it ran.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RateRow {
+    pub rate: u32,
+    pub direct: LoadResult,
+    pub relay: LoadResult,
+    pub relay_cpu_ms_per_leg: f64,
+    pub litellm: Option<LoadResult>,
+    pub litellm_cpu_ms_per_leg: Option<f64>,
+}
+
+/// The highest rate held (p99 < 50 ms, 99.9 % 2xx, ≥ 95 % of the asked rate served).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MaxRate {
+    /// 0 when not even the lowest rate tried held.
+    pub rate: u32,
+    pub at: Option<LoadResult>,
+    pub cpu_ms_per_leg: Option<f64>,
+    /// True when the highest rate tried still held: the figure is a floor.
+    pub top_of_search: bool,
+    pub tried: Vec<(u32, LoadResult)>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    pub smoke: bool,
+    pub date: String,
+    pub machine: String,
+    pub command: String,
+    pub load_before: String,
+    pub load_after: String,
+    pub generator: String,
+    pub relay_mode: String,
+    pub mock_mode: String,
+    pub litellm_mode: String,
+    pub seeded_notes: usize,
+    /// Notes injected into each benchmark leg (from its `start` line).
+    pub notes_per_leg: u64,
+    pub ready_cold_ms: f64,
+    pub idle_rss_cold_kib: u64,
+    pub ready_warm_ms: f64,
+    pub idle_rss_warm_kib: u64,
+    pub rates: Vec<RateRow>,
+    pub relay_max: MaxRate,
+    pub litellm_max: Option<MaxRate>,
+    pub remember: LoadResult,
+    pub recall: LoadResult,
+    pub suggest: LoadResult,
+    pub suggest_rate: u32,
+    pub streams: StreamsResult,
+    pub injection: InjectionResult,
+    pub caveats: Vec<String>,
+}
+
+/// The rate the latency targets are stated at.
+pub const TARGET_RATE: u32 = 1_000;
+
+fn ms(v: f64) -> String {
+    if v.is_nan() {
+        "–".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn triple(r: &LoadResult) -> String {
+    let mut s = format!("{} / {} / {}", ms(r.p50_ms), ms(r.p90_ms), ms(r.p99_ms));
+    if r.requests > 0 && r.success_ratio() < 0.999 {
+        let _ = write!(s, " ({:.1} % ok)", r.success_ratio() * 100.0);
+    }
+    s
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if a.is_nan() || b.is_nan() || b <= 0.0 {
+        "–".into()
+    } else {
+        format!("{:.2}", a / b)
+    }
+}
+
+fn ratios(a: &LoadResult, b: &LoadResult) -> String {
+    format!(
+        "{} / {} / {}",
+        ratio(a.p50_ms, b.p50_ms),
+        ratio(a.p90_ms, b.p90_ms),
+        ratio(a.p99_ms, b.p99_ms)
+    )
+}
+
+fn met(ok: Option<bool>) -> &'static str {
+    match ok {
+        Some(true) => "met",
+        Some(false) => "**not met**",
+        None => "n/a",
+    }
+}
+
+/// KB and MB are decimal (1,000 and 1,000,000 bytes): the stricter reading of the targets.
+fn mb(kib: u64) -> f64 {
+    kib as f64 * 1024.0 / 1e6
+}
+
+struct Table(String);
+
+impl Table {
+    fn new() -> Self {
+        Self(String::from(
+            "| Figure | Relay | Direct to mock | LiteLLM | Relay ÷ direct | Relay ÷ LiteLLM | Target | Met |\n\
+             |---|---|---|---|---|---|---|---|\n",
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn row(&mut self, figure: &str, relay: &str, direct: &str, litellm: &str, r_d: &str, r_l: &str, target: &str, ok: Option<bool>) {
+        let cell = |s: &str| if s.is_empty() { "–".to_owned() } else { s.to_owned() };
+        let _ = writeln!(
+            self.0,
+            "| {figure} | {} | {} | {} | {} | {} | {} | {} |",
+            cell(relay),
+            cell(direct),
+            cell(litellm),
+            cell(r_d),
+            cell(r_l),
+            cell(target),
+            met(ok)
+        );
+    }
+}
+
+impl Report {
+    /// Added latency (Relay − direct) at the target rate, or at the highest rate run when the
+    /// target rate was not (smoke): (rate, p50, p99).
+    pub fn added_at_target(&self) -> Option<(u32, f64, f64)> {
+        self.rates
+            .iter()
+            .find(|r| r.rate == TARGET_RATE)
+            .or_else(|| self.rates.last())
+            .map(|r| {
+                (
+                    r.rate,
+                    r.relay.p50_ms - r.direct.p50_ms,
+                    r.relay.p99_ms - r.direct.p99_ms,
+                )
+            })
+    }
+
+    /// Relay's highest held rate ÷ LiteLLM's.
+    pub fn throughput_ratio(&self) -> Option<f64> {
+        let l = self.litellm_max.as_ref()?;
+        (l.rate > 0).then(|| f64::from(self.relay_max.rate) / f64::from(l.rate))
+    }
+
+    /// Whether every stage produced numbers (what smoke mode asserts; the targets are not checked).
+    pub fn missing(&self) -> Vec<&'static str> {
+        let mut missing = Vec::new();
+        let num = |v: f64| v.is_finite() && v > 0.0;
+        if !num(self.ready_cold_ms) || self.idle_rss_cold_kib == 0 {
+            missing.push("start-up");
+        }
+        if self.rates.is_empty()
+            || self
+                .rates
+                .iter()
+                .any(|r| r.relay.ok == 0 || r.direct.ok == 0 || !num(r.relay.p99_ms) || !num(r.direct.p99_ms))
+        {
+            missing.push("fixed-rate legs");
+        }
+        if self.relay_max.tried.is_empty() {
+            missing.push("max rate");
+        }
+        if self.remember.ok == 0 || self.recall.ok == 0 {
+            missing.push("memory API");
+        }
+        if self.suggest.ok == 0 || !num(self.suggest.p99_ms) {
+            missing.push("suggest");
+        }
+        if self.streams.opened == 0 || self.streams.rss_open_kib == 0 {
+            missing.push("open streams");
+        }
+        if self.injection.questions == 0 || !num(self.injection.p99_ms) {
+            missing.push("injection");
+        }
+        if self.notes_per_leg == 0 {
+            missing.push("notes injected into legs");
+        }
+        missing
+    }
+
+    /// The table with every figure.
+    pub fn table(&self) -> String {
+        let mut t = Table::new();
+        let lit_max = self.litellm_max.as_ref();
+
+        if let Some((rate, p50, p99)) = self.added_at_target() {
+            // The targets are stated at 1,000 legs/s; at another rate the figure is shown unjudged.
+            let judged = rate == TARGET_RATE;
+            t.row(&format!("Added latency at {rate} legs/s, p50 (ms)"), &ms(p50), "", "", "", "", "≤ 0.3 ms at 1000/s", judged.then_some(p50 <= 0.3));
+            t.row(&format!("Added latency at {rate} legs/s, p99 (ms)"), &ms(p99), "", "", "", "", "≤ 1 ms at 1000/s", judged.then_some(p99 <= 1.0));
+        }
+        let max_cell = |m: &MaxRate| {
+            if m.top_of_search {
+                format!("≥ {}", m.rate)
+            } else {
+                m.rate.to_string()
+            }
+        };
+        let tp = self.throughput_ratio();
+        t.row(
+            "Highest leg rate held with p99 < 50 ms (legs/s)",
+            &max_cell(&self.relay_max),
+            "",
+            &lit_max.map(max_cell).unwrap_or_default(),
+            "",
+            &tp.map(|r| format!("{r:.1}×")).unwrap_or_default(),
+            "≥ 20× LiteLLM",
+            tp.map(|r| r >= 20.0),
+        );
+        t.row(
+            "CPU per leg at that rate (ms of CPU)",
+            &self.relay_max.cpu_ms_per_leg.map(|v| format!("{v:.3}")).unwrap_or_default(),
+            "",
+            &lit_max.and_then(|m| m.cpu_ms_per_leg).map(|v| format!("{v:.2}")).unwrap_or_default(),
+            "",
+            &match (self.relay_max.cpu_ms_per_leg, lit_max.and_then(|m| m.cpu_ms_per_leg)) {
+                (Some(a), Some(b)) => ratio(a, b),
+                _ => String::new(),
+            },
+            "",
+            None,
+        );
+        let s = &self.streams;
+        let streams_label = if s.opened < 10_000 && !self.smoke {
+            format!("{} concurrent open streams (10,000 asked; see note)", s.opened)
+        } else {
+            format!("{} concurrent open streams", s.opened)
+        };
+        t.row(
+            &format!("{streams_label}: RSS of the whole process (MB)"),
+            &format!("{:.1}", mb(s.rss_open_kib)),
+            "",
+            "",
+            "",
+            "",
+            "≤ 300 MB",
+            (s.opened > 0).then(|| mb(s.rss_open_kib) <= 300.0),
+        );
+        t.row(
+            "Memory per open stream (KB)",
+            &format!("{:.1}", s.bytes_per_stream / 1000.0),
+            "",
+            "",
+            "",
+            "",
+            "≤ 30 KB",
+            (s.opened > 0).then(|| s.bytes_per_stream <= 30_000.0),
+        );
+        let inj = &self.injection;
+        t.row(
+            &format!("Note injection with {} notes, p50 / p99 (ms)", inj.notes),
+            &format!("{} / {}", ms(inj.p50_ms), ms(inj.p99_ms)),
+            "",
+            "",
+            "",
+            "",
+            "p99 ≤ 2 ms",
+            Some(inj.p99_ms <= 2.0),
+        );
+        t.row(
+            &format!("Suggestion from history ({} recent lines) at {}/s, p50 / p99 (ms)", 200, self.suggest_rate),
+            &format!("{} / {}", ms(self.suggest.p50_ms), ms(self.suggest.p99_ms)),
+            "",
+            "",
+            "",
+            "",
+            "p99 ≤ 5 ms",
+            Some(self.suggest.p99_ms <= 5.0 && self.suggest.success_ratio() >= 0.999),
+        );
+        t.row("Start to ready, fresh database (ms)", &ms(self.ready_cold_ms), "", "", "", "", "≤ 100 ms", Some(self.ready_cold_ms <= 100.0));
+        t.row("Start to ready, existing database (ms)", &ms(self.ready_warm_ms), "", "", "", "", "≤ 100 ms", Some(self.ready_warm_ms <= 100.0));
+        t.row("Idle RSS after start (MB)", &format!("{:.1}", mb(self.idle_rss_cold_kib)), "", "", "", "", "≤ 30 MB", Some(mb(self.idle_rss_cold_kib) <= 30.0));
+        t.row("Idle RSS after a restart on the filled database (MB)", &format!("{:.1}", mb(self.idle_rss_warm_kib)), "", "", "", "", "≤ 30 MB", Some(mb(self.idle_rss_warm_kib) <= 30.0));
+
+        for r in &self.rates {
+            let lit = r.litellm.as_ref();
+            t.row(
+                &format!("Leg latency at {} legs/s, p50 / p90 / p99 (ms)", r.rate),
+                &triple(&r.relay),
+                &triple(&r.direct),
+                &lit.map(triple).unwrap_or_default(),
+                &ratios(&r.relay, &r.direct),
+                &lit.map(|l| ratios(&r.relay, l)).unwrap_or_default(),
+                "",
+                None,
+            );
+            t.row(
+                &format!("Added by Relay at {} legs/s, p50 / p90 / p99 (ms)", r.rate),
+                &format!(
+                    "{} / {} / {}",
+                    ms(r.relay.p50_ms - r.direct.p50_ms),
+                    ms(r.relay.p90_ms - r.direct.p90_ms),
+                    ms(r.relay.p99_ms - r.direct.p99_ms)
+                ),
+                "",
+                &lit.map(|l| {
+                    format!(
+                        "{} / {} / {}",
+                        ms(l.p50_ms - r.direct.p50_ms),
+                        ms(l.p90_ms - r.direct.p90_ms),
+                        ms(l.p99_ms - r.direct.p99_ms)
+                    )
+                })
+                .unwrap_or_default(),
+                "",
+                "",
+                "",
+                None,
+            );
+            t.row(
+                &format!("CPU per leg at {} legs/s (ms of CPU)", r.rate),
+                &format!("{:.3}", r.relay_cpu_ms_per_leg),
+                "",
+                &r.litellm_cpu_ms_per_leg.map(|v| format!("{v:.2}")).unwrap_or_default(),
+                "",
+                &r.litellm_cpu_ms_per_leg.map(|l| ratio(r.relay_cpu_ms_per_leg, l)).unwrap_or_default(),
+                "",
+                None,
+            );
+        }
+        t.row(
+            "Memory API: remember, new notes (ops/s, p99 ms)",
+            &format!("{:.0} ops/s, p99 {}", self.remember.rps, ms(self.remember.p99_ms)),
+            "",
+            "",
+            "",
+            "",
+            "",
+            None,
+        );
+        t.row(
+            "Memory API: recall, 200 newest notes (ops/s, p99 ms)",
+            &format!("{:.0} ops/s, p99 {}", self.recall.rps, ms(self.recall.p99_ms)),
+            "",
+            "",
+            "",
+            "",
+            "",
+            None,
+        );
+        t.row(
+            "Note store fill, in-process remember (notes/s)",
+            &format!("{:.0}", inj.remember_per_sec),
+            "",
+            "",
+            "",
+            "",
+            "",
+            None,
+        );
+        t.0
+    }
+
+    /// The whole report: what ran where, the table, the caveats.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "# Relay benchmark{}\n", if self.smoke { " (SMOKE: tiny scale, not benchmark figures)" } else { "" });
+        let _ = writeln!(out, "- Date: {}", self.date);
+        let _ = writeln!(out, "- Machine: {}", self.machine);
+        let _ = writeln!(out, "- Load average (1, 5, 15 min): {} before, {} after", self.load_before, self.load_after);
+        let _ = writeln!(out, "- Command: `{}`", self.command);
+        let _ = writeln!(out, "- Load generator: {}", self.generator);
+        let _ = writeln!(out, "- Relay: {}", self.relay_mode);
+        let _ = writeln!(out, "- Mock upstream: {}", self.mock_mode);
+        let _ = writeln!(out, "- LiteLLM: {}", self.litellm_mode);
+        let _ = writeln!(
+            out,
+            "- Workload: each leg is one user message and one tool, project `bench-project` with {} notes ({} injected into each leg); the mock streams 8 SSE events per answer, every 4th a tool call\n",
+            self.seeded_notes, self.notes_per_leg
+        );
+        out.push_str(&self.table());
+        if !self.caveats.is_empty() {
+            out.push_str("\nNotes on this run:\n\n");
+            for c in &self.caveats {
+                let _ = writeln!(out, "- {c}");
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_marks_targets() {
+        let lr = |p50: f64, p99: f64| LoadResult {
+            requests: 100,
+            ok: 100,
+            secs: 1.0,
+            rps: 100.0,
+            p50_ms: p50,
+            p90_ms: p50,
+            p99_ms: p99,
+            max_ms: p99,
+        };
+        let report = Report {
+            rates: vec![RateRow {
+                rate: TARGET_RATE,
+                direct: lr(0.5, 1.0),
+                relay: lr(0.7, 2.5),
+                relay_cpu_ms_per_leg: 0.2,
+                ..RateRow::default()
+            }],
+            ..Report::default()
+        };
+        let t = report.table();
+        assert!(t.contains("| Added latency at 1000 legs/s, p50 (ms) | 0.20 |"), "{t}");
+        assert!(t.contains("≤ 1 ms at 1000/s | **not met** |"), "{t}");
+        assert!(report.missing().contains(&"suggest"));
+    }
+}

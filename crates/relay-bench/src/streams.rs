@@ -1,0 +1,209 @@
+//! Many concurrent open legs against the slow model: every leg gets its `start` line and then
+//! stays open (the mock never finishes it), and Relay's resident memory is read with all of them
+//! open. Each open leg holds two sockets in Relay (client and upstream), so the open-file limit
+//! bounds how many can be open at once; the harness says so when it had to open fewer.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use crate::data::{SLOW_MODEL, relay_leg};
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StreamsResult {
+    pub requested: usize,
+    pub opened: usize,
+    pub failed: usize,
+    /// Why fewer than requested were tried, if so.
+    pub capped_by: Option<String>,
+    pub open_secs: f64,
+    pub rss_before_kib: u64,
+    pub rss_open_kib: u64,
+    pub rss_after_kib: u64,
+    /// `relay_agent_active_streams` from `/metrics` with all open: Relay's own count.
+    pub active_streams_metric: Option<f64>,
+    /// (RSS open − RSS before) ÷ opened.
+    pub bytes_per_stream: f64,
+}
+
+/// How many legs can be open at once: each takes two descriptors in Relay, which inherits this
+/// process's soft limit; a margin is kept for the database, the listener and the log.
+pub fn max_streams_for_nofile(nofile: Option<u64>) -> usize {
+    nofile.map_or(usize::MAX, |n| {
+        usize::try_from(n.saturating_sub(200) / 2).unwrap_or(usize::MAX)
+    })
+}
+
+/// Opens `requested` legs (fewer if the open-file limit says so), waits until every one has its
+/// `start` line, reads Relay's RSS (`rss` reads it), then closes them all.
+pub async fn hold_open(
+    base: &str,
+    token: &str,
+    requested: usize,
+    rss: impl Fn() -> Result<u64>,
+) -> Result<StreamsResult> {
+    let cap = max_streams_for_nofile(crate::procfs::nofile_soft());
+    let n = requested.min(cap);
+    let capped_by = (n < requested).then(|| {
+        format!(
+            "the open-file limit ({} per process, the hard limit here; each open leg holds 2 sockets in Relay)",
+            crate::procfs::nofile_soft().unwrap_or(0)
+        )
+    });
+    // One connection per leg, never pooled: the point is n concurrent connections.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()?;
+    let url = format!("{base}/v1/agent/stream");
+    let body = relay_leg(SLOW_MODEL).to_string();
+    let rss_before_kib = rss()?;
+
+    let opening = Arc::new(tokio::sync::Semaphore::new(256));
+    let opened = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let progress = Arc::new(tokio::sync::Notify::new());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let (client, url, body, token) = (client.clone(), url.clone(), body.clone(), token.to_owned());
+        let (opening, opened, failed, progress) =
+            (opening.clone(), opened.clone(), failed.clone(), progress.clone());
+        let mut stop = stop_rx.clone();
+        tasks.spawn(async move {
+            // Bounded opening: thousands of simultaneous connects would overflow the listen
+            // backlog and measure SYN retries instead of Relay.
+            let permit = opening.acquire_owned().await;
+            let resp = open_one(&client, &url, &body, &token).await;
+            drop(permit);
+            let mut resp = match resp {
+                Ok(r) => {
+                    opened.fetch_add(1, Ordering::Relaxed);
+                    progress.notify_one();
+                    r
+                }
+                Err(e) => {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    progress.notify_one();
+                    return Err(e);
+                }
+            };
+            loop {
+                tokio::select! {
+                    _ = stop.changed() => break,
+                    chunk = resp.chunk() => match chunk {
+                        Ok(Some(_)) => {}
+                        _ => break,
+                    },
+                }
+            }
+            Ok(())
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while opened.load(Ordering::Relaxed) + failed.load(Ordering::Relaxed) < n {
+        if Instant::now() > deadline {
+            bail!(
+                "only {} of {n} legs opened within 300 s",
+                opened.load(Ordering::Relaxed)
+            );
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(100), progress.notified()).await;
+    }
+    let open_secs = started.elapsed().as_secs_f64();
+    let rss_open_kib = rss()?;
+    let active_streams_metric = active_streams(&client, base).await;
+    let _ = stop_tx.send(true);
+    let mut first_error = None;
+    while let Some(r) = tasks.join_next().await {
+        if let Err(e) = r? {
+            first_error.get_or_insert(e);
+        }
+    }
+    let opened = opened.load(Ordering::Relaxed);
+    let failed = failed.load(Ordering::Relaxed);
+    if opened == 0 {
+        return Err(first_error.unwrap_or_else(|| anyhow::anyhow!("no leg opened")));
+    }
+    if let Some(e) = &first_error {
+        eprintln!("open-stream test: {failed} legs failed; first error: {e:#}");
+    }
+    // Relay notices the closed connections asynchronously; its RSS after is read once its own
+    // count of active streams is back to zero (polled, up to 10 s).
+    let settle = Instant::now() + Duration::from_secs(10);
+    while active_streams(&client, base).await.unwrap_or(0.0) > 0.0 && Instant::now() < settle {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rss_after_kib = rss()?;
+    Ok(StreamsResult {
+        requested,
+        opened,
+        failed,
+        capped_by,
+        open_secs,
+        rss_before_kib,
+        rss_open_kib,
+        rss_after_kib,
+        active_streams_metric,
+        bytes_per_stream: (rss_open_kib.saturating_sub(rss_before_kib) as f64 * 1024.0) / opened as f64,
+    })
+}
+
+/// Sends one leg and reads until its first line, which must be `start`.
+async fn open_one(client: &reqwest::Client, url: &str, body: &str, token: &str) -> Result<reqwest::Response> {
+    let mut resp = client
+        .post(url)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await?;
+    if !resp.status().is_success() {
+        bail!("the leg answered {}", resp.status());
+    }
+    let mut head = Vec::new();
+    while !head.contains(&b'\n') {
+        let chunk = resp
+            .chunk()
+            .await?
+            .context("the leg ended before its start line")?;
+        head.extend_from_slice(&chunk);
+    }
+    if !head.starts_with(br#"{"event":"start""#) {
+        bail!(
+            "the first line is not start: {}",
+            String::from_utf8_lossy(&head)
+        );
+    }
+    Ok(resp)
+}
+
+/// `relay_agent_active_streams` from `/metrics`.
+pub async fn active_streams(client: &reqwest::Client, base: &str) -> Option<f64> {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find(|l| l.starts_with("relay_agent_active_streams"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_descriptors_per_leg() {
+        assert_eq!(max_streams_for_nofile(Some(20_000)), 9_900);
+        assert_eq!(max_streams_for_nofile(None), usize::MAX);
+    }
+}

@@ -1,0 +1,45 @@
+//! The benchmark's smoke mode in `cargo test`: the whole pipeline at tiny scale, with Relay
+//! in-process (no release build), the built-in load generator (no oha) and no LiteLLM, so the
+//! harness cannot rot. It checks that every stage produced numbers, not the targets.
+
+use relay_bench::{Options, Scale};
+
+#[test]
+fn smoke_pipeline_produces_every_figure() {
+    let opts = Options {
+        smoke: true,
+        scale: Scale::smoke(),
+        relay_bin: None,
+        // The mock runs as the harness binary's own `mock` subcommand, as in a full run.
+        mock_exe: Some(env!("CARGO_BIN_EXE_relay-bench").into()),
+        oha: None,
+        litellm: None,
+        command: "cargo test -p relay-bench --test smoke".into(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let report = runtime.block_on(relay_bench::run(&opts)).unwrap();
+    let missing = report.missing();
+    assert!(
+        missing.is_empty(),
+        "no numbers from: {missing:?}\n{}",
+        report.markdown()
+    );
+    let table = report.markdown();
+    for figure in [
+        "Added latency at",
+        "Highest leg rate",
+        "Memory per open stream",
+        "Note injection",
+        "Suggestion from history",
+        "Start to ready",
+        "Idle RSS",
+    ] {
+        assert!(table.contains(figure), "{figure} is missing from\n{table}");
+    }
+    assert_eq!(report.streams.opened, 200, "{table}");
+    eprintln!("{table}\nsmoke run took {:?}", started.elapsed());
+}
