@@ -67,6 +67,9 @@ enum Command {
         /// perf.data to write; without it no profiler runs.
         #[arg(long)]
         perf_out: Option<PathBuf>,
+        /// Notes in the benchmark project (8 or fewer are injected whole, without a search).
+        #[arg(long, default_value_t = 300)]
+        notes: usize,
     },
 }
 
@@ -140,13 +143,17 @@ fn real_main() -> Result<ExitCode> {
         .command_label
         .clone()
         .unwrap_or_else(|| std::env::args().collect::<Vec<_>>().join(" "));
+    let mut scale = if cli.smoke {
+        Scale::smoke()
+    } else {
+        Scale::full()
+    };
+    if let Some(Command::Profile { notes, .. }) = &cli.command {
+        scale.seed_notes = *notes;
+    }
     let opts = Options {
         smoke: cli.smoke,
-        scale: if cli.smoke {
-            Scale::smoke()
-        } else {
-            Scale::full()
-        },
+        scale,
         relay_bin,
         mock_exe: Some(exe),
         oha,
@@ -160,6 +167,7 @@ fn real_main() -> Result<ExitCode> {
         rate,
         secs,
         perf_out,
+        ..
     }) = cli.command
     {
         runtime.block_on(relay_bench::profile(
