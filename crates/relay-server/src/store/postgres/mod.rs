@@ -25,6 +25,50 @@ pub struct PgStore {
 }
 
 impl PgStore {
+    /// The project's notes most relevant to `query` by ts_rank, within `budget`; ranked among the
+    /// newest `CANDIDATE_WINDOW` matches, as the SQLite backend does.
+    async fn rank_notes(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        query: &str,
+        budget: InjectBudget,
+    ) -> StoreResult<Vec<Note>> {
+        let terms = relevance::query_terms(query);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Each term is its own plainto_tsquery (stemmed like the notes, stopwords dropped) and the
+        // terms are ORed by the migration's aggregate: user text is bound as data and never parsed
+        // as tsquery syntax. ts_rank with normalisation 1 divides by the log of the note's length,
+        // as bm25 discounts long notes in the SQLite backend; ties go to the newest.
+        let rows = sqlx::query(
+            "SELECT w.id, w.project_id, w.note, w.author, w.mem_type, w.created_at,
+                    ts_rank(w.search, w.query, 1)::float8 AS score
+             FROM (SELECT n.id, n.project_id, n.note, n.author, n.mem_type, n.created_at, n.seq,
+                          n.search, q.query
+                   FROM notes n,
+                        (SELECT relay_tsquery_or(plainto_tsquery('english', term)) AS query
+                         FROM unnest($3::text[]) AS term) AS q
+                   WHERE n.user_id = $1 AND n.project_id = $2 AND n.search @@ q.query
+                   ORDER BY n.created_at DESC, n.seq DESC
+                   LIMIT $4) AS w
+             ORDER BY score DESC, w.created_at DESC, w.seq DESC
+             LIMIT 64",
+        )
+        .bind(user_id)
+        .bind(project_id)
+        .bind(&terms)
+        .bind(relevance::CANDIDATE_WINDOW)
+        .fetch_all(&self.pool)
+        .await?;
+        let ranked = rows
+            .iter()
+            .map(|r| Ok((note_from_row(r)?, r.try_get::<f64, _>("score")?)))
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(relevance::select(ranked, budget))
+    }
+
     /// Connects and migrates. Fails when the server cannot be reached within the busy timeout, so
     /// a misconfigured instance stops at start-up instead of answering 503 forever.
     pub async fn open(url: &str, options: &StoreOptions) -> anyhow::Result<Self> {
@@ -479,61 +523,23 @@ impl MemoryStore for PgStore {
         query: &str,
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>> {
-        let (count, chars): (i64, i64) = sqlx::query_as(
-            "SELECT count(*), coalesce(sum(length(note)), 0)::bigint
-             FROM notes WHERE user_id = $1 AND project_id = $2",
-        )
+        let first = sqlx::query(concat!(
+            "SELECT ",
+            note_columns!(),
+            " FROM notes WHERE user_id = $1 AND project_id = $2 ORDER BY created_at, seq LIMIT $3"
+        ))
         .bind(user_id)
         .bind(project_id)
-        .fetch_one(&self.pool)
-        .await?;
-        if count == 0 {
-            return Ok(Vec::new());
-        }
-        if relevance::fits(
-            u64::try_from(count).unwrap_or(0),
-            u64::try_from(chars).unwrap_or(0),
-            budget,
-        ) {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                note_columns!(),
-                " FROM notes WHERE user_id = $1 AND project_id = $2 ORDER BY created_at, seq"
-            ))
-            .bind(user_id)
-            .bind(project_id)
-            .fetch_all(&self.pool)
-            .await?;
-            return rows.iter().map(note_from_row).collect();
-        }
-        let terms = relevance::query_terms(query);
-        if terms.is_empty() {
-            return Ok(Vec::new());
-        }
-        // Each term is its own plainto_tsquery (stemmed like the notes, stopwords dropped) and the
-        // terms are ORed by the migration's aggregate: user text is bound as data and never parsed
-        // as tsquery syntax. ts_rank with normalisation 1 divides by the log of the note's length,
-        // as bm25 discounts long notes in the SQLite backend; ties go to the newest.
-        let rows = sqlx::query(
-            "SELECT n.id, n.project_id, n.note, n.author, n.mem_type, n.created_at,
-                    ts_rank(n.search, q.query, 1)::float8 AS score
-             FROM notes n,
-                  (SELECT relay_tsquery_or(plainto_tsquery('english', term)) AS query
-                   FROM unnest($3::text[]) AS term) AS q
-             WHERE n.user_id = $1 AND n.project_id = $2 AND n.search @@ q.query
-             ORDER BY score DESC, n.created_at DESC, n.seq DESC
-             LIMIT 64",
-        )
-        .bind(user_id)
-        .bind(project_id)
-        .bind(&terms)
+        .bind(relevance::fit_probe(budget))
         .fetch_all(&self.pool)
-        .await?;
-        let ranked = rows
-            .iter()
-            .map(|r| Ok((note_from_row(r)?, r.try_get::<f64, _>("score")?)))
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok(relevance::select(ranked, budget))
+        .await?
+        .iter()
+        .map(note_from_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+        match relevance::whole_project(first, budget) {
+            Some(all) => Ok(all),
+            None => self.rank_notes(user_id, project_id, query, budget).await,
+        }
     }
 
     async fn count_open_leg(&self) -> StoreResult<()> {
