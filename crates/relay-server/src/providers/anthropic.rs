@@ -6,13 +6,12 @@
 //! closing the previous one.
 
 use std::collections::HashMap;
-use std::fmt;
 
 use async_trait::async_trait;
-use reqwest::header::HeaderValue;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::endpoint::{Endpoint, KeyHeader};
 use super::sse::{self, EventNormaliser, parse_json};
 use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
@@ -25,34 +24,22 @@ const API_VERSION: &str = "2023-06-01";
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// The Messages API adapter.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct AnthropicProvider {
-    base_url: String,
-    api_key: Option<String>,
-    http: reqwest::Client,
-}
-
-impl fmt::Debug for AnthropicProvider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicProvider")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .finish_non_exhaustive()
-    }
+    endpoint: Endpoint,
 }
 
 impl AnthropicProvider {
     /// `base_url` ends before `/v1/messages`; empty means Anthropic's.
     pub fn new(base_url: String, api_key: Option<String>, http: reqwest::Client) -> Self {
-        let base_url = if base_url.trim().is_empty() {
-            DEFAULT_BASE_URL.to_owned()
-        } else {
-            base_url
-        };
         Self {
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key: api_key.filter(|k| !k.is_empty()),
-            http,
+            endpoint: Endpoint::new(
+                base_url,
+                DEFAULT_BASE_URL,
+                api_key,
+                KeyHeader::Named("x-api-key"),
+                http,
+            ),
         }
     }
 }
@@ -64,20 +51,11 @@ impl Provider for AnthropicProvider {
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        let mut builder = self
-            .http
-            .post(format!("{}/v1/messages", self.base_url))
-            .header("anthropic-version", API_VERSION)
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .json(&body(&request));
-        if let Some(key) = &self.api_key {
-            let mut value = HeaderValue::from_str(key).map_err(|_| {
-                ProviderError::Connect("the API key is not a valid header value".into())
-            })?;
-            value.set_sensitive(true);
-            builder = builder.header("x-api-key", value);
-        }
-        let response = sse::send(builder).await?;
+        let url = self.endpoint.url("/v1/messages")?;
+        let response = self
+            .endpoint
+            .post_sse(url, &body(&request), &[("anthropic-version", API_VERSION)])
+            .await?;
         Ok(sse::stream_response(response, Normaliser::new()))
     }
 }

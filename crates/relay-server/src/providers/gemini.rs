@@ -7,13 +7,11 @@
 //! call's position (`call_0`, `call_1`, ...): stable within a turn, which is all a tool result
 //! needs to find its call.
 
-use std::fmt;
-
 use async_trait::async_trait;
-use reqwest::header::HeaderValue;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::endpoint::{Endpoint, KeyHeader};
 use super::sse::{self, EventNormaliser, parse_json};
 use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
@@ -27,40 +25,28 @@ pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
 const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
 
 /// The Gemini API adapter.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct GeminiProvider {
-    base_url: String,
-    api_key: Option<String>,
-    http: reqwest::Client,
-}
-
-impl fmt::Debug for GeminiProvider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GeminiProvider")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .finish_non_exhaustive()
-    }
+    endpoint: Endpoint,
 }
 
 impl GeminiProvider {
     /// `base_url` ends before `/v1beta`; empty means Google's.
     pub fn new(base_url: String, api_key: Option<String>, http: reqwest::Client) -> Self {
-        let base_url = if base_url.trim().is_empty() {
-            DEFAULT_BASE_URL.to_owned()
-        } else {
-            base_url
-        };
         Self {
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key: api_key.filter(|k| !k.is_empty()),
-            http,
+            endpoint: Endpoint::new(
+                base_url,
+                DEFAULT_BASE_URL,
+                api_key,
+                KeyHeader::Named("x-goog-api-key"),
+                http,
+            ),
         }
     }
 
     fn url(&self, model: &str) -> Result<reqwest::Url, ProviderError> {
         let invalid = || ProviderError::Connect("the provider's base URL is not usable".into());
-        let mut url = reqwest::Url::parse(&self.base_url).map_err(|_| invalid())?;
+        let mut url = reqwest::Url::parse(self.endpoint.base_url()).map_err(|_| invalid())?;
         let model = model.strip_prefix("models/").unwrap_or(model);
         // Path segments are percent-encoded by `Url`, so a model name cannot reshape the path.
         url.path_segments_mut()
@@ -84,19 +70,10 @@ impl Provider for GeminiProvider {
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         // The key goes in a header, never in the `?key=` query: URLs end up in logs.
-        let mut builder = self
-            .http
-            .post(self.url(&request.model)?)
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .json(&body(&request));
-        if let Some(key) = &self.api_key {
-            let mut value = HeaderValue::from_str(key).map_err(|_| {
-                ProviderError::Connect("the API key is not a valid header value".into())
-            })?;
-            value.set_sensitive(true);
-            builder = builder.header("x-goog-api-key", value);
-        }
-        let response = sse::send(builder).await?;
+        let response = self
+            .endpoint
+            .post_sse(self.url(&request.model)?, &body(&request), &[])
+            .await?;
         Ok(sse::stream_response(response, Normaliser::new()))
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod anthropic;
 pub mod demo;
+pub mod endpoint;
 pub mod gemini;
 pub mod openai;
 pub mod sse;

@@ -8,12 +8,12 @@
 //! `event: error` or as an `error` member of an ordinary chunk.
 
 use std::collections::HashMap;
-use std::fmt;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::endpoint::{Endpoint, KeyHeader};
 use super::sse::{self, EventNormaliser, parse_json};
 use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
@@ -23,46 +23,29 @@ use super::{
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// The Chat Completions adapter.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct OpenAiProvider {
-    base_url: String,
-    api_key: Option<String>,
-    http: reqwest::Client,
-}
-
-impl fmt::Debug for OpenAiProvider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiProvider")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .finish_non_exhaustive()
-    }
+    endpoint: Endpoint,
 }
 
 impl OpenAiProvider {
     /// `base_url` ends before `/chat/completions` (e.g. `https://api.openai.com/v1`,
     /// `http://127.0.0.1:8080/v1`); empty means OpenAI's. A local server needs no key.
     pub fn new(base_url: String, api_key: Option<String>, http: reqwest::Client) -> Self {
-        let base_url = if base_url.trim().is_empty() {
-            DEFAULT_BASE_URL.to_owned()
-        } else {
-            base_url
-        };
         Self {
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key: api_key.filter(|k| !k.is_empty()),
-            http,
+            endpoint: Endpoint::new(base_url, DEFAULT_BASE_URL, api_key, KeyHeader::Bearer, http),
         }
     }
 
     fn body<'a>(&self, request: &'a ChatRequest) -> Body<'a> {
         // OpenAI's own reasoning models refuse `max_tokens`; compatible servers mostly know
         // only `max_tokens`. Each gets the field it understands.
-        let (max_tokens, max_completion_tokens) = if self.base_url.contains("api.openai.com") {
-            (None, request.max_tokens)
-        } else {
-            (request.max_tokens, None)
-        };
+        let (max_tokens, max_completion_tokens) =
+            if self.endpoint.base_url().contains("api.openai.com") {
+                (None, request.max_tokens)
+            } else {
+                (request.max_tokens, None)
+            };
         Body {
             model: &request.model,
             messages: messages(request),
@@ -96,16 +79,11 @@ impl Provider for OpenAiProvider {
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
-        let mut builder = self
-            .http
-            .post(format!("{}/chat/completions", self.base_url))
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .json(&self.body(&request));
-        if let Some(key) = &self.api_key {
-            // `bearer_auth` marks the header sensitive, so it stays out of debug output.
-            builder = builder.bearer_auth(key);
-        }
-        let response = sse::send(builder).await?;
+        let url = self.endpoint.url("/chat/completions")?;
+        let response = self
+            .endpoint
+            .post_sse(url, &self.body(&request), &[])
+            .await?;
         Ok(sse::stream_response(response, Normaliser::new()))
     }
 }
