@@ -45,6 +45,53 @@ impl Modify for BearerAuth {
     }
 }
 
+/// Documents the answer every operation that requires a bearer token can give: 401 `unauthorized`
+/// when the token is missing, unknown, signed out or expired. Added here rather than on each
+/// handler, so no operation can forget it (schemathesis found nine that had).
+pub fn add_unauthorized_responses(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::security::SecurityRequirement;
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    let optional = SecurityRequirement::default();
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for op in operations.into_iter().flatten() {
+            // `security((), ("bearer" = []))` marks a token as optional: such an operation answers
+            // without one.
+            let needs_token = op
+                .security
+                .as_ref()
+                .is_some_and(|reqs| !reqs.is_empty() && !reqs.contains(&optional));
+            if !needs_token {
+                continue;
+            }
+            op.responses
+                .responses
+                .entry("401".to_owned())
+                .or_insert_with(|| {
+                    ResponseBuilder::new()
+                        .description(
+                            "`unauthorized`: no bearer token, or one that is unknown, signed out or \
+                             expired (accounts on)",
+                        )
+                        .content(
+                            "application/json",
+                            ContentBuilder::new()
+                                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                                .build(),
+                        )
+                        .build()
+                        .into()
+                });
+        }
+    }
+}
+
 /// The document's fixed parts; paths are added by the route list.
 pub fn base() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();

@@ -59,7 +59,6 @@ fn required_project(project_id: Option<&str>, project: Option<&str>) -> ApiResul
     responses(
         (status = 200, description = "Stored (or an equal note was already there)", body = OkResponse),
         (status = 400, description = "Missing or invalid note, project_id, author or mem_type", body = ErrorBody),
-        (status = 401, description = "No valid token", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, with `ok: false`", body = ErrorBody),
     ))]
 pub async fn remember(

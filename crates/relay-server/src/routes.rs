@@ -56,5 +56,7 @@ fn with_body_limit(
 
 /// The OpenAPI document alone, as `relay openapi` prints it.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api().into_openapi()
+    let mut doc = api().into_openapi();
+    docs::add_unauthorized_responses(&mut doc);
+    doc
 }

@@ -8,8 +8,13 @@ use utoipa::ToSchema;
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Credentials {
     /// Trimmed and lower-cased; one `@` with text on both sides and a dot in the domain; at most 254 characters.
+    #[schema(
+        pattern = r"^[^@\s\x00-\x1f\x7f-\x9f]+@[^@\s.\x00-\x1f\x7f-\x9f]+(\.[^@\s.\x00-\x1f\x7f-\x9f]+)+$",
+        max_length = 254
+    )]
     pub email: String,
     /// 8 to 256 characters.
+    #[schema(min_length = 8, max_length = 256)]
     pub password: String,
 }
 
@@ -42,8 +47,14 @@ pub struct Me {
 /// `POST /v1/waitlist`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WaitlistRequest {
+    /// As for signup.
+    #[schema(
+        pattern = r"^[^@\s\x00-\x1f\x7f-\x9f]+@[^@\s.\x00-\x1f\x7f-\x9f]+(\.[^@\s.\x00-\x1f\x7f-\x9f]+)+$",
+        max_length = 254
+    )]
     pub email: String,
-    /// Where the signup came from; defaults to `web`; at most 64 characters.
+    /// Where the signup came from; defaults to `web`; at most 64 characters, no control characters.
     #[serde(default)]
+    #[schema(max_length = 64, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub source: Option<String>,
 }

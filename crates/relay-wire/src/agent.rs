@@ -11,6 +11,9 @@ use crate::tools::{ToolDef, ToolRole};
 /// One agent leg.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AgentRequest {
+    /// At least one. Rules across messages (a tool result answers an earlier call, a user message
+    /// has content) cannot be written in JSON Schema; a leg that breaks them gets 400.
+    #[schema(min_items = 1)]
     pub messages: Vec<Message>,
     /// The tools the client can run. Catalogue tools the role does not allow are removed, allowed
     /// ones are sent with the canonical definition, others pass through unchanged.

@@ -155,7 +155,6 @@ pub async fn signout(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Account snapshot; `auth: false` in open mode", body = Me),
-        (status = 401, description = "No valid token", body = ErrorBody),
     ))]
 pub async fn get_me(State(state): State<AppState>, caller: Caller) -> ApiResult<axum::Json<Me>> {
     Ok(axum::Json(match caller {

@@ -30,7 +30,6 @@ const MAX_RECENT: usize = 200;
     responses(
         (status = 200, description = "`suggestion` strictly extends `partial`, or is null (under 2 characters, nothing confident, or unsafe)", body = SuggestResponse),
         (status = 400, description = "Malformed body", body = ErrorBody),
-        (status = 401, description = "No valid token", body = ErrorBody),
         (status = 429, description = "`rate_limited`", body = ErrorBody),
     ))]
 pub async fn suggest(
