@@ -35,26 +35,85 @@ impl Rng {
 }
 
 const AREAS: &[&str] = &[
-    "billing", "auth", "search", "payments", "notifications", "ingest", "scheduler", "gateway",
-    "reports", "exports", "webhooks", "sessions", "invoices", "uploads", "metrics", "audit",
-    "inventory", "checkout", "profiles", "catalog",
+    "billing",
+    "auth",
+    "search",
+    "payments",
+    "notifications",
+    "ingest",
+    "scheduler",
+    "gateway",
+    "reports",
+    "exports",
+    "webhooks",
+    "sessions",
+    "invoices",
+    "uploads",
+    "metrics",
+    "audit",
+    "inventory",
+    "checkout",
+    "profiles",
+    "catalog",
 ];
 const CRATES: &[&str] = &[
-    "sqlx", "tokio", "axum", "serde", "reqwest", "tracing", "clap", "thiserror", "anyhow",
-    "tower", "hyper", "rustls", "chrono", "uuid", "regex", "rayon", "bytes", "prost",
+    "sqlx",
+    "tokio",
+    "axum",
+    "serde",
+    "reqwest",
+    "tracing",
+    "clap",
+    "thiserror",
+    "anyhow",
+    "tower",
+    "hyper",
+    "rustls",
+    "chrono",
+    "uuid",
+    "regex",
+    "rayon",
+    "bytes",
+    "prost",
 ];
 const PURPOSES: &[&str] = &[
-    "retries", "connection pooling", "JSON parsing", "rate limiting", "logging", "config loading",
-    "error mapping", "request tracing", "date handling", "id generation", "TLS", "background jobs",
+    "retries",
+    "connection pooling",
+    "JSON parsing",
+    "rate limiting",
+    "logging",
+    "config loading",
+    "error mapping",
+    "request tracing",
+    "date handling",
+    "id generation",
+    "TLS",
+    "background jobs",
 ];
 const THINGS: &[&str] = &[
-    "timeout", "pool size", "API key", "batch size", "page limit", "cache TTL", "queue depth",
-    "retry budget", "lock timeout", "feature flag",
+    "timeout",
+    "pool size",
+    "API key",
+    "batch size",
+    "page limit",
+    "cache TTL",
+    "queue depth",
+    "retry budget",
+    "lock timeout",
+    "feature flag",
 ];
 const KINDS: &[&str] = &["unit", "integration", "e2e", "lint", "migrate", "bench"];
 const FUNCS: &[&str] = &[
-    "fetch_optional", "try_join_all", "spawn_blocking", "select_all", "timeout_at", "from_slice",
-    "bounded_channel", "with_capacity", "retain_recent", "split_once",
+    "fetch_optional",
+    "try_join_all",
+    "spawn_blocking",
+    "select_all",
+    "timeout_at",
+    "from_slice",
+    "bounded_channel",
+    "with_capacity",
+    "retain_recent",
+    "split_once",
 ];
 
 /// The `i`-th note: one of several coding-note shapes, unique by its trailing counter.
@@ -67,14 +126,30 @@ pub fn note(rng: &mut Rng, i: usize) -> String {
     let func = rng.pick(FUNCS);
     let other = rng.pick(FUNCS);
     let text = match rng.next_u64() % 8 {
-        0 => format!("Run `cargo test -p {area}-core` before pushing changes to the {area} module; the {kind} suite catches schema drift."),
-        1 => format!("The {area} service reads its {thing} from config/{area}.toml; never hard-code the {thing} in handlers."),
-        2 => format!("Database migrations for {area} live in migrations/{area}/ and run with `sqlx migrate run` against the staging copy first."),
-        3 => format!("Use the {krate} crate for {purpose} in {area}; the hand-written {purpose} helper was removed."),
-        4 => format!("{area} {kind} tests need PostgreSQL on 127.0.0.1:5432 and Redis on 6379; start both before `make test`."),
-        5 => format!("Prefer `{func}` over `{other}` in {area} handlers: it keeps the {thing} bounded under load."),
-        6 => format!("Decision: {area} errors map to HTTP 4xx with a JSON body naming the field; {krate} errors become 503."),
-        _ => format!("The CI job `{area}-{kind}` is flaky when the {thing} expires; rerun once before investigating {area}."),
+        0 => format!(
+            "Run `cargo test -p {area}-core` before pushing changes to the {area} module; the {kind} suite catches schema drift."
+        ),
+        1 => format!(
+            "The {area} service reads its {thing} from config/{area}.toml; never hard-code the {thing} in handlers."
+        ),
+        2 => format!(
+            "Database migrations for {area} live in migrations/{area}/ and run with `sqlx migrate run` against the staging copy first."
+        ),
+        3 => format!(
+            "Use the {krate} crate for {purpose} in {area}; the hand-written {purpose} helper was removed."
+        ),
+        4 => format!(
+            "{area} {kind} tests need PostgreSQL on 127.0.0.1:5432 and Redis on 6379; start both before `make test`."
+        ),
+        5 => format!(
+            "Prefer `{func}` over `{other}` in {area} handlers: it keeps the {thing} bounded under load."
+        ),
+        6 => format!(
+            "Decision: {area} errors map to HTTP 4xx with a JSON body naming the field; {krate} errors become 503."
+        ),
+        _ => format!(
+            "The CI job `{area}-{kind}` is flaky when the {thing} expires; rerun once before investigating {area}."
+        ),
     };
     format!("{text} (ref {i})")
 }
@@ -92,7 +167,9 @@ pub fn question(rng: &mut Rng) -> String {
         2 => format!("Why does the {area}-{kind} CI job keep failing on the {thing}?"),
         3 => format!("Which crate should the {area} module use for {purpose}? Is {krate} fine?"),
         4 => format!("Where is the {thing} for the {area} service configured?"),
-        _ => format!("Refactor the {area} handlers to map {krate} errors properly and add {purpose}."),
+        _ => format!(
+            "Refactor the {area} handlers to map {krate} errors properly and add {purpose}."
+        ),
     }
 }
 
@@ -143,11 +220,15 @@ fn tool_def() -> Value {
     })
 }
 
-/// An agent leg for Relay: one user message, one tool, the benchmark project (notes injected).
-pub fn relay_leg(model: &str) -> Value {
+/// The project of the open-stream test: no notes, so opening thousands of legs measures the
+/// streams and not note search.
+pub const STREAMS_PROJECT: &str = "bench-streams";
+
+/// An agent leg for Relay: one user message, one tool, in `project` (its notes are injected).
+pub fn relay_leg(model: &str, project: &str) -> Value {
     json!({
         "model": model,
-        "project_id": PROJECT,
+        "project_id": project,
         "cwd": "/home/dev/bench-project",
         "messages": [{"role": "user", "content": LEG_QUESTION}],
         "tools": [tool_def()],

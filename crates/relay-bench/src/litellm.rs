@@ -16,7 +16,10 @@ fn master_key() -> Result<String> {
     use std::io::Read;
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(format!("sk-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()))
+    Ok(format!(
+        "sk-{}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    ))
 }
 
 /// A running LiteLLM proxy (its own process group, so its workers stop with it).
@@ -29,6 +32,7 @@ pub struct LiteLlm {
     /// The master key: what requests send as their Bearer token.
     pub key: String,
     child: tokio::process::Child,
+    stopped: bool,
     log: PathBuf,
 }
 
@@ -38,14 +42,21 @@ pub fn default_bin() -> PathBuf {
 }
 
 fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 impl LiteLlm {
     /// Writes the configuration (one model, `openai/<name>` at the mock) and starts the proxy with
     /// one worker per core, as LiteLLM's production guide advises; waits until a streamed request
     /// through it answers 200.
-    pub async fn start(bin: &Path, dir: &Path, mock_base_url: &str, http: &reqwest::Client) -> Result<Self> {
+    pub async fn start(
+        bin: &Path,
+        dir: &Path,
+        mock_base_url: &str,
+        http: &reqwest::Client,
+    ) -> Result<Self> {
         let config = dir.join("litellm.yaml");
         std::fs::write(
             &config,
@@ -53,11 +64,16 @@ impl LiteLlm {
                 "model_list:\n  - model_name: {FAST_MODEL}\n    litellm_params:\n      model: openai/{FAST_MODEL}\n      api_base: {mock_base_url}\n      api_key: dummy\n"
             ),
         )?;
-        let workers = u32::try_from(std::thread::available_parallelism().map_or(1, std::num::NonZero::get)).unwrap_or(1);
+        let workers =
+            u32::try_from(std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
+                .unwrap_or(1);
         let port = free_port()?;
         let log = dir.join("litellm.log");
         let version = std::process::Command::new(bin.with_file_name("python"))
-            .args(["-c", "import importlib.metadata as m; print(m.version('litellm'))"])
+            .args([
+                "-c",
+                "import importlib.metadata as m; print(m.version('litellm'))",
+            ])
             .output()
             .ok()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
@@ -92,6 +108,7 @@ impl LiteLlm {
             ready_ms: 0.0,
             key,
             child,
+            stopped: false,
             log,
         };
         proxy.wait_ready(http, Duration::from_secs(300)).await?;
@@ -126,7 +143,10 @@ impl LiteLlm {
                 bail!("litellm exited ({status}):\n{}", self.log_tail());
             }
             if Instant::now() > deadline {
-                bail!("litellm was not ready within {within:?}:\n{}", self.log_tail());
+                bail!(
+                    "litellm was not ready within {within:?}:\n{}",
+                    self.log_tail()
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -134,7 +154,10 @@ impl LiteLlm {
 
     pub fn log_tail(&self) -> String {
         let mut text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        text.push_str(&std::fs::read_to_string(self.log.with_file_name("litellm.err.log")).unwrap_or_default());
+        text.push_str(
+            &std::fs::read_to_string(self.log.with_file_name("litellm.err.log"))
+                .unwrap_or_default(),
+        );
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
     }
@@ -146,7 +169,10 @@ impl LiteLlm {
             .arg(format!("-{}", self.pid))
             .status()
             .await;
-        if tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .is_err()
+        {
             let _ = tokio::process::Command::new("kill")
                 .arg("-KILL")
                 .arg(format!("-{}", self.pid))
@@ -154,7 +180,28 @@ impl LiteLlm {
                 .await;
             self.child.kill().await?;
         }
+        // Workers that outlived their parent go with the group.
+        let _ = tokio::process::Command::new("kill")
+            .arg("-KILL")
+            .arg(format!("-{}", self.pid))
+            .stderr(Stdio::null())
+            .status()
+            .await;
+        self.stopped = true;
         Ok(())
     }
 }
 
+impl Drop for LiteLlm {
+    /// A run that fails or is interrupted still ends the proxy's whole process group (its
+    /// workers are not covered by `kill_on_drop`, which ends only the parent).
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = std::process::Command::new("kill")
+                .arg("-KILL")
+                .arg(format!("-{}", self.pid))
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -22,6 +23,8 @@ pub struct Target {
     /// Each request's body gets `{seq}` replaced by a counter (oha: one body per line of a file,
     /// `-Z`), so that every `remember` stores a new note instead of finding a duplicate.
     pub vary: bool,
+    /// The built-in generator's counter for `{seq}`, shared by the clones of one target.
+    seq: Arc<AtomicU64>,
 }
 
 impl Target {
@@ -32,6 +35,7 @@ impl Target {
             headers: Vec::new(),
             body: None,
             vary: false,
+            seq: Arc::default(),
         }
     }
 
@@ -42,6 +46,7 @@ impl Target {
             headers: vec![("content-type".into(), "application/json".into())],
             body: Some(body.to_string().into_bytes()),
             vary: false,
+            seq: Arc::default(),
         }
     }
 
@@ -122,8 +127,14 @@ pub fn summarize(values: &mut [f64]) -> (f64, f64, f64, f64) {
 
 /// The load generator in use.
 pub enum Generator {
-    Oha { bin: PathBuf, scratch: PathBuf, version: String },
-    Builtin { client: reqwest::Client },
+    Oha {
+        bin: PathBuf,
+        scratch: PathBuf,
+        version: String,
+    },
+    Builtin {
+        client: reqwest::Client,
+    },
 }
 
 impl Generator {
@@ -181,11 +192,16 @@ async fn run_oha(
     duration: Duration,
 ) -> Result<LoadResult> {
     let mut cmd = tokio::process::Command::new(bin);
-    cmd.args(["--no-tui", "--output-format", "json", "--latency-correction"])
-        .arg("-z")
-        .arg(format!("{}ms", duration.as_millis()))
-        .arg("-m")
-        .arg(if target.post { "POST" } else { "GET" });
+    cmd.args([
+        "--no-tui",
+        "--output-format",
+        "json",
+        "--latency-correction",
+    ])
+    .arg("-z")
+    .arg(format!("{}ms", duration.as_millis()))
+    .arg("-m")
+    .arg(if target.post { "POST" } else { "GET" });
     match pace {
         Pace::Rate(rate) => {
             cmd.arg("-q")
@@ -271,7 +287,7 @@ pub fn parse_oha(json: &Value, duration: Duration) -> Result<LoadResult> {
         .unwrap_or(0);
     let secs = json["summary"]["total"]
         .as_f64()
-        .unwrap_or_else(|| duration.as_secs_f64());
+        .unwrap_or(duration.as_secs_f64());
     Ok(LoadResult {
         requests: answered + errors,
         ok,
@@ -286,7 +302,6 @@ pub fn parse_oha(json: &Value, duration: Duration) -> Result<LoadResult> {
 
 /// One request, its body read to the end; `Some(latency from t0)` on a 2xx.
 async fn one(client: &reqwest::Client, target: &Target, t0: Instant) -> Option<f64> {
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut req = if target.post {
         client.post(&target.url)
     } else {
@@ -297,7 +312,7 @@ async fn one(client: &reqwest::Client, target: &Target, t0: Instant) -> Option<f
     }
     if let Some(body) = &target.body {
         req = if target.vary {
-            let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let seq = target.seq.fetch_add(1, Ordering::Relaxed);
             req.body(String::from_utf8_lossy(body).replace("{seq}", &seq.to_string()))
         } else {
             req.body(body.clone())

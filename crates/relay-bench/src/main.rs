@@ -58,6 +58,11 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Only the open-stream measurement, with this many legs.
+    Streams {
+        #[arg(long, default_value_t = 10_000)]
+        count: usize,
+    },
     /// Start mock and Relay and run legs at a fixed rate, optionally under `perf record`.
     Profile {
         #[arg(long, default_value_t = 1000)]
@@ -100,11 +105,23 @@ fn real_main() -> Result<ExitCode> {
         relay_bench::mock::run_process(port)?;
         return Ok(ExitCode::SUCCESS);
     }
-    if let Some(Command::Inject { notes, questions, dir }) = &cli.command {
-        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    if let Some(Command::Inject {
+        notes,
+        questions,
+        dir,
+    }) = &cli.command
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
         let temp = tempfile::tempdir()?;
         let dir = dir.as_deref().unwrap_or(temp.path());
-        let r = runtime.block_on(relay_bench::inject::measure(dir, *notes, *questions))?;
+        let r = runtime.block_on(relay_bench::inject::measure(
+            dir,
+            *notes,
+            *questions,
+            Duration::from_secs(600),
+        ))?;
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -178,7 +195,18 @@ fn real_main() -> Result<ExitCode> {
         ))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let report = runtime.block_on(relay_bench::run(&opts))?;
+    if let Some(Command::Streams { count }) = cli.command {
+        let r = runtime.block_on(relay_bench::run::streams_only(&opts, count))?;
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    // On ctrl-c or SIGTERM the run is dropped, and with it every child it started.
+    let report = runtime.block_on(async {
+        tokio::select! {
+            r = relay_bench::run(&opts) => r,
+            () = interrupted() => Err(anyhow::anyhow!("interrupted")),
+        }
+    })?;
     let markdown = report.markdown();
     println!("{markdown}");
     if let Some(out) = &cli.out {
@@ -192,6 +220,17 @@ fn real_main() -> Result<ExitCode> {
         bail!("these stages produced no numbers: {}", missing.join(", "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn interrupted() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {

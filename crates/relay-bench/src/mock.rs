@@ -70,19 +70,29 @@ async fn completions(State(answered): State<Arc<AtomicU64>>, body: Bytes) -> Res
     // The model name is all the mock needs from the request: a byte search, no JSON parse, so the
     // mock's own cost stays small next to what is measured.
     let chunks: Body = if contains(&body, b"\"bench-slow\"") {
-        let first = futures::stream::iter([Ok::<_, Infallible>(Bytes::from_static(SLOW_FIRST.as_bytes()))]);
+        let first = futures::stream::iter([Ok::<_, Infallible>(Bytes::from_static(
+            SLOW_FIRST.as_bytes(),
+        ))]);
         Body::from_stream(first.chain(futures::stream::pending()))
     } else {
         let n = answered.fetch_add(1, Ordering::Relaxed);
         let answer = if n % 4 == 3 { TOOL } else { TEXT };
         Body::from_stream(futures::stream::iter(
-            answer.iter().map(|c| Ok::<_, Infallible>(Bytes::from_static(c.as_bytes()))),
+            answer
+                .iter()
+                .map(|c| Ok::<_, Infallible>(Bytes::from_static(c.as_bytes()))),
         ))
     };
     let mut response = Response::new(chunks);
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/event-stream"));
-    headers.insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-cache"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-cache"),
+    );
     response
 }
 
@@ -106,8 +116,14 @@ pub fn run_process(port: u16) -> Result<()> {
 
 /// A running mock, wherever it runs; dropping it stops it.
 pub enum Mock {
-    Process { addr: SocketAddr, child: tokio::process::Child },
-    Thread { addr: SocketAddr, _stop: tokio::sync::oneshot::Sender<()> },
+    Process {
+        addr: SocketAddr,
+        child: tokio::process::Child,
+    },
+    Thread {
+        addr: SocketAddr,
+        _stop: tokio::sync::oneshot::Sender<()>,
+    },
 }
 
 impl Mock {
@@ -121,7 +137,10 @@ impl Mock {
             .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("cannot start the mock upstream {}", exe.display()))?;
-        let stdout = child.stdout.take().context("the mock's stdout is not piped")?;
+        let stdout = child
+            .stdout
+            .take()
+            .context("the mock's stdout is not piped")?;
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
             .await
@@ -144,7 +163,10 @@ impl Mock {
         std::thread::Builder::new()
             .name("bench-mock".into())
             .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
                     Ok(r) => r,
                     Err(e) => {
                         eprintln!("mock: cannot build a runtime: {e}");

@@ -45,7 +45,11 @@ pub fn tree(pid: u32) -> Vec<u32> {
     let mut parent_of: HashMap<u32, u32> = HashMap::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
-            let Some(p) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            let Some(p) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
                 continue;
             };
             if let Ok(f) = stat_fields(p)
@@ -58,7 +62,12 @@ pub fn tree(pid: u32) -> Vec<u32> {
     let mut out = vec![pid];
     let mut i = 0;
     while let Some(&p) = out.get(i) {
-        out.extend(parent_of.iter().filter(|(_, pp)| **pp == p).map(|(c, _)| *c));
+        out.extend(
+            parent_of
+                .iter()
+                .filter(|(_, pp)| **pp == p)
+                .map(|(c, _)| *c),
+        );
         i += 1;
     }
     out
@@ -66,7 +75,10 @@ pub fn tree(pid: u32) -> Vec<u32> {
 
 /// CPU ticks of `pid` and its descendants (a process that exits in between is skipped).
 pub fn tree_cpu_ticks(pid: u32) -> u64 {
-    tree(pid).into_iter().filter_map(|p| cpu_ticks(p).ok()).sum()
+    tree(pid)
+        .into_iter()
+        .filter_map(|p| cpu_ticks(p).ok())
+        .sum()
 }
 
 /// RSS of `pid` and its descendants, in KiB.

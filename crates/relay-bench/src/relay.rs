@@ -97,7 +97,12 @@ impl Running {
 
     /// Starts `bin serve --config config`, its log in `log`; waits for the start-up line, then
     /// polls `/readyz` until it answers 200.
-    pub async fn start_child(bin: &Path, config: &Path, log: &Path, http: &reqwest::Client) -> Result<Self> {
+    pub async fn start_child(
+        bin: &Path,
+        config: &Path,
+        log: &Path,
+        http: &reqwest::Client,
+    ) -> Result<Self> {
         let log_file = std::fs::File::create(log)?;
         let started = Instant::now();
         let child = tokio::process::Command::new(bin)
@@ -135,9 +140,9 @@ impl Running {
             let text = std::fs::read_to_string(log).unwrap_or_default();
             if let Some(rest) = text.split(LISTENING).nth(1) {
                 let addr = rest.split_whitespace().next().unwrap_or_default();
-                return addr
-                    .parse()
-                    .with_context(|| format!("cannot read the address in the start-up line: {addr}"));
+                return addr.parse().with_context(|| {
+                    format!("cannot read the address in the start-up line: {addr}")
+                });
             }
             if let Kind::Child { child, .. } = &mut self.kind
                 && let Some(status) = child.try_wait()?
@@ -145,7 +150,10 @@ impl Running {
                 bail!("relay exited ({status}) before listening:\n{}", tail(&text));
             }
             if Instant::now() > deadline {
-                bail!("relay did not log its start-up line within 30 s:\n{}", tail(&text));
+                bail!(
+                    "relay did not log its start-up line within 30 s:\n{}",
+                    tail(&text)
+                );
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -186,7 +194,9 @@ impl Running {
                             let shutdown = async {
                                 let _ = stopped.await;
                             };
-                            if let Err(e) = relay_server::serve(listener, relay.router(), shutdown).await {
+                            if let Err(e) =
+                                relay_server::serve(listener, relay.router(), shutdown).await
+                            {
                                 eprintln!("in-process relay: {e}");
                             }
                         }
@@ -225,7 +235,10 @@ impl Running {
                         .status()
                         .await;
                 }
-                if tokio::time::timeout(Duration::from_secs(10), child.wait()).await.is_err() {
+                if tokio::time::timeout(Duration::from_secs(10), child.wait())
+                    .await
+                    .is_err()
+                {
                     child.kill().await?;
                 }
             }
@@ -304,10 +317,16 @@ pub async fn add_admin(bin: Option<&Path>, config: &Path) -> Result<()> {
             }
         }
         None => {
-            let config = relay_server::Config::load(Some(config), &relay_server::config::ProcessEnv)?;
+            let config =
+                relay_server::Config::load(Some(config), &relay_server::config::ProcessEnv)?;
             let users = relay_server::operator::Users::open(config).await?;
             users
-                .add(EMAIL, Some("admin"), None, format!("{PASSWORD}\n").as_bytes())
+                .add(
+                    EMAIL,
+                    Some("admin"),
+                    None,
+                    format!("{PASSWORD}\n").as_bytes(),
+                )
                 .await?;
         }
     }

@@ -127,8 +127,24 @@ impl Table {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn row(&mut self, figure: &str, relay: &str, direct: &str, litellm: &str, r_d: &str, r_l: &str, target: &str, ok: Option<bool>) {
-        let cell = |s: &str| if s.is_empty() { "–".to_owned() } else { s.to_owned() };
+    fn row(
+        &mut self,
+        figure: &str,
+        relay: &str,
+        direct: &str,
+        litellm: &str,
+        r_d: &str,
+        r_l: &str,
+        target: &str,
+        ok: Option<bool>,
+    ) {
+        let cell = |s: &str| {
+            if s.is_empty() {
+                "–".to_owned()
+            } else {
+                s.to_owned()
+            }
+        };
         let _ = writeln!(
             self.0,
             "| {figure} | {} | {} | {} | {} | {} | {} | {} |",
@@ -174,10 +190,9 @@ impl Report {
             missing.push("start-up");
         }
         if self.rates.is_empty()
-            || self
-                .rates
-                .iter()
-                .any(|r| r.relay.ok == 0 || r.direct.ok == 0 || !num(r.relay.p99_ms) || !num(r.direct.p99_ms))
+            || self.rates.iter().any(|r| {
+                r.relay.ok == 0 || r.direct.ok == 0 || !num(r.relay.p99_ms) || !num(r.direct.p99_ms)
+            })
         {
             missing.push("fixed-rate legs");
         }
@@ -210,8 +225,26 @@ impl Report {
         if let Some((rate, p50, p99)) = self.added_at_target() {
             // The targets are stated at 1,000 legs/s; at another rate the figure is shown unjudged.
             let judged = rate == TARGET_RATE;
-            t.row(&format!("Added latency at {rate} legs/s, p50 (ms)"), &ms(p50), "", "", "", "", "≤ 0.3 ms at 1000/s", judged.then_some(p50 <= 0.3));
-            t.row(&format!("Added latency at {rate} legs/s, p99 (ms)"), &ms(p99), "", "", "", "", "≤ 1 ms at 1000/s", judged.then_some(p99 <= 1.0));
+            t.row(
+                &format!("Added latency at {rate} legs/s, p50 (ms)"),
+                &ms(p50),
+                "",
+                "",
+                "",
+                "",
+                "≤ 0.3 ms at 1000/s",
+                judged.then_some(p50 <= 0.3),
+            );
+            t.row(
+                &format!("Added latency at {rate} legs/s, p99 (ms)"),
+                &ms(p99),
+                "",
+                "",
+                "",
+                "",
+                "≤ 1 ms at 1000/s",
+                judged.then_some(p99 <= 1.0),
+            );
         }
         let max_cell = |m: &MaxRate| {
             if m.top_of_search {
@@ -233,11 +266,21 @@ impl Report {
         );
         t.row(
             "CPU per leg at that rate (ms of CPU)",
-            &self.relay_max.cpu_ms_per_leg.map(|v| format!("{v:.3}")).unwrap_or_default(),
+            &self
+                .relay_max
+                .cpu_ms_per_leg
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_default(),
             "",
-            &lit_max.and_then(|m| m.cpu_ms_per_leg).map(|v| format!("{v:.2}")).unwrap_or_default(),
+            &lit_max
+                .and_then(|m| m.cpu_ms_per_leg)
+                .map(|v| format!("{v:.2}"))
+                .unwrap_or_default(),
             "",
-            &match (self.relay_max.cpu_ms_per_leg, lit_max.and_then(|m| m.cpu_ms_per_leg)) {
+            &match (
+                self.relay_max.cpu_ms_per_leg,
+                lit_max.and_then(|m| m.cpu_ms_per_leg),
+            ) {
                 (Some(a), Some(b)) => ratio(a, b),
                 _ => String::new(),
             },
@@ -246,7 +289,10 @@ impl Report {
         );
         let s = &self.streams;
         let streams_label = if s.opened < 10_000 && !self.smoke {
-            format!("{} concurrent open streams (10,000 asked; see note)", s.opened)
+            format!(
+                "{} concurrent open streams (10,000 asked; see note)",
+                s.opened
+            )
         } else {
             format!("{} concurrent open streams", s.opened)
         };
@@ -268,11 +314,14 @@ impl Report {
             "",
             "",
             "≤ 30 KB",
-            (s.opened > 0).then(|| s.bytes_per_stream <= 30_000.0),
+            (s.opened > 0).then_some(s.bytes_per_stream <= 30_000.0),
         );
         let inj = &self.injection;
         t.row(
-            &format!("Note injection with {} notes, p50 / p99 (ms)", inj.notes),
+            &format!(
+                "Note injection with {} notes ({} questions), p50 / p99 (ms)",
+                inj.notes, inj.questions
+            ),
             &format!("{} / {}", ms(inj.p50_ms), ms(inj.p99_ms)),
             "",
             "",
@@ -282,7 +331,10 @@ impl Report {
             Some(inj.p99_ms <= 2.0),
         );
         t.row(
-            &format!("Suggestion from history ({} recent lines) at {}/s, p50 / p99 (ms)", 200, self.suggest_rate),
+            &format!(
+                "Suggestion from history ({} recent lines) at {}/s, p50 / p99 (ms)",
+                200, self.suggest_rate
+            ),
             &format!("{} / {}", ms(self.suggest.p50_ms), ms(self.suggest.p99_ms)),
             "",
             "",
@@ -291,10 +343,46 @@ impl Report {
             "p99 ≤ 5 ms",
             Some(self.suggest.p99_ms <= 5.0 && self.suggest.success_ratio() >= 0.999),
         );
-        t.row("Start to ready, fresh database (ms)", &ms(self.ready_cold_ms), "", "", "", "", "≤ 100 ms", Some(self.ready_cold_ms <= 100.0));
-        t.row("Start to ready, existing database (ms)", &ms(self.ready_warm_ms), "", "", "", "", "≤ 100 ms", Some(self.ready_warm_ms <= 100.0));
-        t.row("Idle RSS after start (MB)", &format!("{:.1}", mb(self.idle_rss_cold_kib)), "", "", "", "", "≤ 30 MB", Some(mb(self.idle_rss_cold_kib) <= 30.0));
-        t.row("Idle RSS after a restart on the filled database (MB)", &format!("{:.1}", mb(self.idle_rss_warm_kib)), "", "", "", "", "≤ 30 MB", Some(mb(self.idle_rss_warm_kib) <= 30.0));
+        t.row(
+            "Start to ready, fresh database (ms)",
+            &ms(self.ready_cold_ms),
+            "",
+            "",
+            "",
+            "",
+            "≤ 100 ms",
+            Some(self.ready_cold_ms <= 100.0),
+        );
+        t.row(
+            "Start to ready, existing database (ms)",
+            &ms(self.ready_warm_ms),
+            "",
+            "",
+            "",
+            "",
+            "≤ 100 ms",
+            Some(self.ready_warm_ms <= 100.0),
+        );
+        t.row(
+            "Idle RSS after start (MB)",
+            &format!("{:.1}", mb(self.idle_rss_cold_kib)),
+            "",
+            "",
+            "",
+            "",
+            "≤ 30 MB",
+            Some(mb(self.idle_rss_cold_kib) <= 30.0),
+        );
+        t.row(
+            "Idle RSS after a restart on the filled database (MB)",
+            &format!("{:.1}", mb(self.idle_rss_warm_kib)),
+            "",
+            "",
+            "",
+            "",
+            "≤ 30 MB",
+            Some(mb(self.idle_rss_warm_kib) <= 30.0),
+        );
 
         for r in &self.rates {
             let lit = r.litellm.as_ref();
@@ -335,16 +423,24 @@ impl Report {
                 &format!("CPU per leg at {} legs/s (ms of CPU)", r.rate),
                 &format!("{:.3}", r.relay_cpu_ms_per_leg),
                 "",
-                &r.litellm_cpu_ms_per_leg.map(|v| format!("{v:.2}")).unwrap_or_default(),
+                &r.litellm_cpu_ms_per_leg
+                    .map(|v| format!("{v:.2}"))
+                    .unwrap_or_default(),
                 "",
-                &r.litellm_cpu_ms_per_leg.map(|l| ratio(r.relay_cpu_ms_per_leg, l)).unwrap_or_default(),
+                &r.litellm_cpu_ms_per_leg
+                    .map(|l| ratio(r.relay_cpu_ms_per_leg, l))
+                    .unwrap_or_default(),
                 "",
                 None,
             );
         }
         t.row(
             "Memory API: remember, new notes (ops/s, p99 ms)",
-            &format!("{:.0} ops/s, p99 {}", self.remember.rps, ms(self.remember.p99_ms)),
+            &format!(
+                "{:.0} ops/s, p99 {}",
+                self.remember.rps,
+                ms(self.remember.p99_ms)
+            ),
             "",
             "",
             "",
@@ -354,7 +450,11 @@ impl Report {
         );
         t.row(
             "Memory API: recall, 200 newest notes (ops/s, p99 ms)",
-            &format!("{:.0} ops/s, p99 {}", self.recall.rps, ms(self.recall.p99_ms)),
+            &format!(
+                "{:.0} ops/s, p99 {}",
+                self.recall.rps,
+                ms(self.recall.p99_ms)
+            ),
             "",
             "",
             "",
@@ -378,10 +478,22 @@ impl Report {
     /// The whole report: what ran where, the table, the caveats.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "# Relay benchmark{}\n", if self.smoke { " (SMOKE: tiny scale, not benchmark figures)" } else { "" });
+        let _ = writeln!(
+            out,
+            "# Relay benchmark{}\n",
+            if self.smoke {
+                " (SMOKE: tiny scale, not benchmark figures)"
+            } else {
+                ""
+            }
+        );
         let _ = writeln!(out, "- Date: {}", self.date);
         let _ = writeln!(out, "- Machine: {}", self.machine);
-        let _ = writeln!(out, "- Load average (1, 5, 15 min): {} before, {} after", self.load_before, self.load_after);
+        let _ = writeln!(
+            out,
+            "- Load average (1, 5, 15 min): {} before, {} after",
+            self.load_before, self.load_after
+        );
         let _ = writeln!(out, "- Command: `{}`", self.command);
         let _ = writeln!(out, "- Load generator: {}", self.generator);
         let _ = writeln!(out, "- Relay: {}", self.relay_mode);
@@ -430,7 +542,10 @@ mod tests {
             ..Report::default()
         };
         let t = report.table();
-        assert!(t.contains("| Added latency at 1000 legs/s, p50 (ms) | 0.20 |"), "{t}");
+        assert!(
+            t.contains("| Added latency at 1000 legs/s, p50 (ms) | 0.20 |"),
+            "{t}"
+        );
         assert!(t.contains("≤ 1 ms at 1000/s | **not met** |"), "{t}");
         assert!(report.missing().contains(&"suggest"));
     }

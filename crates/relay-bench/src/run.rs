@@ -35,6 +35,8 @@ pub struct Scale {
     pub streams: usize,
     pub inject_notes: usize,
     pub inject_questions: usize,
+    /// Injection timing stops after this long (a slow lookup would otherwise take hours).
+    pub inject_budget_secs: f64,
     pub memory_secs: f64,
     pub memory_connections: u32,
     pub suggest_rate: u32,
@@ -47,7 +49,10 @@ impl Scale {
             rates: vec![200, 500, 1_000, 2_000],
             rate_secs: 10.0,
             warmup_secs: 3.0,
-            relay_ladder: vec![1_000, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000, 10_000, 12_000, 16_000],
+            relay_ladder: vec![
+                10, 25, 50, 100, 200, 500, 1_000, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000, 10_000,
+                12_000, 16_000,
+            ],
             litellm_ladder: vec![10, 25, 50, 100, 150, 200, 300, 400, 600, 800, 1_200, 1_600],
             bisect_steps: 3,
             step_secs: 5.0,
@@ -55,6 +60,7 @@ impl Scale {
             streams: 10_000,
             inject_notes: 10_000,
             inject_questions: 1_000,
+            inject_budget_secs: 60.0,
             memory_secs: 5.0,
             memory_connections: 16,
             suggest_rate: 200,
@@ -76,6 +82,7 @@ impl Scale {
             streams: 200,
             inject_notes: 500,
             inject_questions: 50,
+            inject_budget_secs: 10.0,
             memory_secs: 1.0,
             memory_connections: 4,
             suggest_rate: 50,
@@ -126,7 +133,13 @@ fn cpu_ms_per_leg(ticks: u64, legs: u64) -> f64 {
 }
 
 /// Runs `target` at `pace` while reading the CPU ticks of `pid`'s process tree around it.
-async fn measured(generator: &Generator, target: &Target, pace: Pace, duration: Duration, pid: u32) -> Result<(LoadResult, f64)> {
+async fn measured(
+    generator: &Generator,
+    target: &Target,
+    pace: Pace,
+    duration: Duration,
+    pid: u32,
+) -> Result<(LoadResult, f64)> {
     let before = procfs::tree_cpu_ticks(pid);
     let result = generator.run(target, pace, duration).await?;
     let after = procfs::tree_cpu_ticks(pid);
@@ -150,13 +163,25 @@ async fn settle(pid: u32, max: Duration) {
 }
 
 /// Climbs `ladder` until a rate does not hold, then bisects between the last that held and it.
-async fn highest_rate(generator: &Generator, target: &Target, ladder: &[u32], bisect: u32, step: Duration, pid: u32) -> Result<MaxRate> {
+async fn highest_rate(
+    generator: &Generator,
+    target: &Target,
+    ladder: &[u32],
+    bisect: u32,
+    step: Duration,
+    pid: u32,
+) -> Result<MaxRate> {
     let mut out = MaxRate::default();
     let mut failed_at = None;
     for &rate in ladder {
         settle(pid, Duration::from_secs(30)).await;
         let (r, cpu) = measured(generator, target, Pace::Rate(rate), step, pid).await?;
-        eprintln!("  {rate}/s: p99 {:.2} ms, {:.0}/s served, {:.2} % ok", r.p99_ms, r.rps, r.success_ratio() * 100.0);
+        eprintln!(
+            "  {rate}/s: p99 {:.2} ms, {:.0}/s served, {:.2} % ok",
+            r.p99_ms,
+            r.rps,
+            r.success_ratio() * 100.0
+        );
         out.tried.push((rate, r.clone()));
         if r.held(rate, P99_LIMIT_MS) {
             out.rate = rate;
@@ -179,7 +204,12 @@ async fn highest_rate(generator: &Generator, target: &Target, ladder: &[u32], bi
         }
         settle(pid, Duration::from_secs(30)).await;
         let (r, cpu) = measured(generator, target, Pace::Rate(mid), step, pid).await?;
-        eprintln!("  {mid}/s: p99 {:.2} ms, {:.0}/s served, {:.2} % ok", r.p99_ms, r.rps, r.success_ratio() * 100.0);
+        eprintln!(
+            "  {mid}/s: p99 {:.2} ms, {:.0}/s served, {:.2} % ok",
+            r.p99_ms,
+            r.rps,
+            r.success_ratio() * 100.0
+        );
         out.tried.push((mid, r.clone()));
         if r.held(mid, P99_LIMIT_MS) {
             lo = mid;
@@ -193,9 +223,17 @@ async fn highest_rate(generator: &Generator, target: &Target, ladder: &[u32], bi
     Ok(out)
 }
 
-async fn start_relay(opts: &Options, config: &std::path::Path, dir: &std::path::Path, http: &reqwest::Client, n: u32) -> Result<Running> {
+async fn start_relay(
+    opts: &Options,
+    config: &std::path::Path,
+    dir: &std::path::Path,
+    http: &reqwest::Client,
+    n: u32,
+) -> Result<Running> {
     match &opts.relay_bin {
-        Some(bin) => Running::start_child(bin, config, &dir.join(format!("relay-{n}.log")), http).await,
+        Some(bin) => {
+            Running::start_child(bin, config, &dir.join(format!("relay-{n}.log")), http).await
+        }
         None => Running::start_in_process(config, http).await,
     }
 }
@@ -229,7 +267,7 @@ async fn check_leg(http: &reqwest::Client, base: &str, token: &str) -> Result<u6
     let text = http
         .post(format!("{base}/v1/agent/stream"))
         .bearer_auth(token)
-        .json(&relay_leg(FAST_MODEL))
+        .json(&relay_leg(FAST_MODEL, PROJECT))
         .send()
         .await?
         .error_for_status()?
@@ -268,7 +306,9 @@ async fn check_direct(http: &reqwest::Client, url: &str) -> Result<()> {
 pub async fn run(opts: &Options) -> Result<Report> {
     let scale = &opts.scale;
     let dir = tempfile::tempdir()?;
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
     let generator = match &opts.oha {
         Some(bin) => Generator::oha(bin.clone(), dir.path())?,
         None => Generator::builtin()?,
@@ -311,19 +351,36 @@ pub async fn run(opts: &Options) -> Result<Report> {
     seed_notes(&http, &base, &token, scale.seed_notes).await?;
     report.notes_per_leg = check_leg(&http, &base, &token).await?;
 
-    let relay_target = Target::post_json(format!("{base}/v1/agent/stream"), &relay_leg(FAST_MODEL)).bearer(&token);
+    let relay_target = Target::post_json(
+        format!("{base}/v1/agent/stream"),
+        &relay_leg(FAST_MODEL, PROJECT),
+    )
+    .bearer(&token);
     let direct_target = Target::post_json(direct_url.clone(), &openai_leg(FAST_MODEL));
 
     eprintln!("relay-bench: warm-up");
     let warm = Pace::Rate(scale.rates.first().copied().unwrap_or(100).max(100));
-    generator.run(&direct_target, warm, secs(scale.warmup_secs)).await?;
-    generator.run(&relay_target, warm, secs(scale.warmup_secs)).await?;
+    generator
+        .run(&direct_target, warm, secs(scale.warmup_secs))
+        .await?;
+    generator
+        .run(&relay_target, warm, secs(scale.warmup_secs))
+        .await?;
 
     for &rate in &scale.rates {
         eprintln!("relay-bench: {rate} legs/s, direct then through Relay");
         settle(relay.pid, Duration::from_secs(10)).await;
-        let direct = generator.run(&direct_target, Pace::Rate(rate), secs(scale.rate_secs)).await?;
-        let (relay_result, cpu) = measured(&generator, &relay_target, Pace::Rate(rate), secs(scale.rate_secs), relay.pid).await?;
+        let direct = generator
+            .run(&direct_target, Pace::Rate(rate), secs(scale.rate_secs))
+            .await?;
+        let (relay_result, cpu) = measured(
+            &generator,
+            &relay_target,
+            Pace::Rate(rate),
+            secs(scale.rate_secs),
+            relay.pid,
+        )
+        .await?;
         eprintln!(
             "  direct p50 {:.3} p99 {:.3} ms | relay p50 {:.3} p99 {:.3} ms, {:.3} ms CPU/leg",
             direct.p50_ms, direct.p99_ms, relay_result.p50_ms, relay_result.p99_ms, cpu
@@ -339,7 +396,15 @@ pub async fn run(opts: &Options) -> Result<Report> {
     }
 
     eprintln!("relay-bench: Relay's highest rate with p99 < {P99_LIMIT_MS} ms");
-    report.relay_max = highest_rate(&generator, &relay_target, &scale.relay_ladder, scale.bisect_steps, secs(scale.step_secs), relay.pid).await?;
+    report.relay_max = highest_rate(
+        &generator,
+        &relay_target,
+        &scale.relay_ladder,
+        scale.bisect_steps,
+        secs(scale.step_secs),
+        relay.pid,
+    )
+    .await?;
 
     eprintln!("relay-bench: memory API and suggestions");
     settle(relay.pid, Duration::from_secs(30)).await;
@@ -351,10 +416,24 @@ pub async fn run(opts: &Options) -> Result<Report> {
     )
     .bearer(&token)
     .varied();
-    report.remember = generator.run(&remember, Pace::Closed(scale.memory_connections), secs(scale.memory_secs)).await?;
-    let recall = Target::get(format!("{base}/v1/memory/recall?project_id={PROJECT}")).bearer(&token);
-    report.recall = generator.run(&recall, Pace::Closed(scale.memory_connections), secs(scale.memory_secs)).await?;
-    let suggest = Target::post_json(format!("{base}/v1/suggest"), &suggest_body(200)).bearer(&token);
+    report.remember = generator
+        .run(
+            &remember,
+            Pace::Closed(scale.memory_connections),
+            secs(scale.memory_secs),
+        )
+        .await?;
+    let recall =
+        Target::get(format!("{base}/v1/memory/recall?project_id={PROJECT}")).bearer(&token);
+    report.recall = generator
+        .run(
+            &recall,
+            Pace::Closed(scale.memory_connections),
+            secs(scale.memory_secs),
+        )
+        .await?;
+    let suggest =
+        Target::post_json(format!("{base}/v1/suggest"), &suggest_body(200)).bearer(&token);
     let probe: Value = http
         .post(format!("{base}/v1/suggest"))
         .bearer_auth(&token)
@@ -366,9 +445,18 @@ pub async fn run(opts: &Options) -> Result<Report> {
     if probe["suggestion"] != "cargo test -p relay-server --test api" {
         bail!("the suggestion did not come from history: {probe}");
     }
-    report.suggest = generator.run(&suggest, Pace::Rate(scale.suggest_rate), secs(scale.suggest_secs)).await?;
+    report.suggest = generator
+        .run(
+            &suggest,
+            Pace::Rate(scale.suggest_rate),
+            secs(scale.suggest_secs),
+        )
+        .await?;
 
-    eprintln!("relay-bench: restart on the filled database, then {} open streams", scale.streams);
+    eprintln!(
+        "relay-bench: restart on the filled database, then {} open streams",
+        scale.streams
+    );
     relay.stop().await?;
     let relay = start_relay(opts, &config, dir.path(), &http, 2).await?;
     report.ready_warm_ms = relay.ready_ms;
@@ -380,10 +468,14 @@ pub async fn run(opts: &Options) -> Result<Report> {
         check_leg(&http, &base, &token).await?;
     }
     let pid = relay.pid;
-    report.streams = crate::streams::hold_open(&base, &token, scale.streams, || procfs::rss_kib(pid)).await?;
+    report.streams =
+        crate::streams::hold_open(&base, &token, scale.streams, || procfs::rss_kib(pid)).await?;
     eprintln!(
         "  {} open: RSS {} → {} KiB, {:.0} bytes per stream",
-        report.streams.opened, report.streams.rss_before_kib, report.streams.rss_open_kib, report.streams.bytes_per_stream
+        report.streams.opened,
+        report.streams.rss_before_kib,
+        report.streams.rss_open_kib,
+        report.streams.bytes_per_stream
     );
     if let Some(why) = &report.streams.capped_by {
         report.caveats.push(format!(
@@ -394,16 +486,44 @@ pub async fn run(opts: &Options) -> Result<Report> {
     relay.stop().await?;
 
     match &opts.litellm {
-        Some(bin) => run_litellm(&generator, bin, dir.path(), &mock, &http, scale, &mut report).await?,
+        Some(bin) => {
+            run_litellm(
+                &generator,
+                bin,
+                dir.path(),
+                &mock,
+                &http,
+                scale,
+                &mut report,
+            )
+            .await?
+        }
         None => report.litellm_mode = "not run (smoke mode)".into(),
     }
 
-    eprintln!("relay-bench: note injection with {} notes, in-process", scale.inject_notes);
-    report.injection = crate::inject::measure(dir.path(), scale.inject_notes, scale.inject_questions).await?;
+    eprintln!(
+        "relay-bench: note injection with {} notes, in-process",
+        scale.inject_notes
+    );
+    report.injection = crate::inject::measure(
+        dir.path(),
+        scale.inject_notes,
+        scale.inject_questions,
+        secs(scale.inject_budget_secs),
+    )
+    .await?;
+    if report.injection.questions < report.injection.asked {
+        report.caveats.push(format!(
+            "Note injection: only {} of {} questions were timed within the {:.0} s budget; the percentiles are over those.",
+            report.injection.questions, report.injection.asked, scale.inject_budget_secs
+        ));
+    }
     mock.stop().await;
     report.load_after = procfs::loadavg();
     if relay_in_process(opts) {
-        report.caveats.push("Relay ran in-process: its CPU and RSS figures include the harness.".into());
+        report
+            .caveats
+            .push("Relay ran in-process: its CPU and RSS figures include the harness.".into());
     }
     Ok(report)
 }
@@ -436,16 +556,47 @@ async fn run_litellm(
     result.with_context(|| format!("LiteLLM's log ends with:\n{tail}"))
 }
 
-async fn litellm_figures(generator: &Generator, target: &Target, pid: u32, scale: &Scale, report: &mut Report) -> Result<()> {
+async fn litellm_figures(
+    generator: &Generator,
+    target: &Target,
+    pid: u32,
+    scale: &Scale,
+    report: &mut Report,
+) -> Result<()> {
     // Warm-up: Python imports and connection pools are set up on the first requests.
-    generator.run(target, Pace::Rate(20), secs(scale.warmup_secs)).await?;
+    generator
+        .run(target, Pace::Rate(20), secs(scale.warmup_secs))
+        .await?;
     eprintln!("relay-bench: LiteLLM's highest rate with p99 < {P99_LIMIT_MS} ms");
-    report.litellm_max = Some(highest_rate(generator, target, &scale.litellm_ladder, scale.bisect_steps, secs(scale.step_secs), pid).await?);
+    report.litellm_max = Some(
+        highest_rate(
+            generator,
+            target,
+            &scale.litellm_ladder,
+            scale.bisect_steps,
+            secs(scale.step_secs),
+            pid,
+        )
+        .await?,
+    );
     for row in &mut report.rates {
         eprintln!("relay-bench: LiteLLM at {} legs/s", row.rate);
         settle(pid, Duration::from_secs(60)).await;
-        let (r, cpu) = measured(generator, target, Pace::Rate(row.rate), secs(scale.rate_secs), pid).await?;
-        eprintln!("  p50 {:.1} p99 {:.1} ms, {:.0}/s served, {:.1} % ok", r.p50_ms, r.p99_ms, r.rps, r.success_ratio() * 100.0);
+        let (r, cpu) = measured(
+            generator,
+            target,
+            Pace::Rate(row.rate),
+            secs(scale.rate_secs),
+            pid,
+        )
+        .await?;
+        eprintln!(
+            "  p50 {:.1} p99 {:.1} ms, {:.0}/s served, {:.1} % ok",
+            r.p50_ms,
+            r.p99_ms,
+            r.rps,
+            r.success_ratio() * 100.0
+        );
         row.litellm = Some(r);
         row.litellm_cpu_ms_per_leg = Some(cpu);
     }
@@ -454,9 +605,16 @@ async fn litellm_figures(generator: &Generator, target: &Target, pid: u32, scale
 
 /// Starts mock and Relay, seeds notes, and runs legs at `rate` for `duration` while `perf record`
 /// samples Relay (when `perf_out` is given): the profile behind BENCHMARKS.md's hot-path findings.
-pub async fn profile(opts: &Options, rate: u32, duration: Duration, perf_out: Option<PathBuf>) -> Result<()> {
+pub async fn profile(
+    opts: &Options,
+    rate: u32,
+    duration: Duration,
+    perf_out: Option<PathBuf>,
+) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
     let generator = match &opts.oha {
         Some(bin) => Generator::oha(bin.clone(), dir.path())?,
         None => Generator::builtin()?,
@@ -471,8 +629,14 @@ pub async fn profile(opts: &Options, rate: u32, duration: Duration, perf_out: Op
     relay::add_admin(opts.relay_bin.as_deref(), &config).await?;
     let token = relay::sign_in(&http, &base).await?;
     seed_notes(&http, &base, &token, opts.scale.seed_notes).await?;
-    let target = Target::post_json(format!("{base}/v1/agent/stream"), &relay_leg(FAST_MODEL)).bearer(&token);
-    generator.run(&target, Pace::Rate(rate), Duration::from_secs(2)).await?;
+    let target = Target::post_json(
+        format!("{base}/v1/agent/stream"),
+        &relay_leg(FAST_MODEL, PROJECT),
+    )
+    .bearer(&token);
+    generator
+        .run(&target, Pace::Rate(rate), Duration::from_secs(2))
+        .await?;
     let perf = match &perf_out {
         Some(out) => Some(
             tokio::process::Command::new("perf")
@@ -488,7 +652,8 @@ pub async fn profile(opts: &Options, rate: u32, duration: Duration, perf_out: Op
         ),
         None => None,
     };
-    let (result, cpu) = measured(&generator, &target, Pace::Rate(rate), duration, relay.pid).await?;
+    let (result, cpu) =
+        measured(&generator, &target, Pace::Rate(rate), duration, relay.pid).await?;
     if let Some(mut perf) = perf {
         perf.wait().await?;
     }
@@ -499,4 +664,29 @@ pub async fn profile(opts: &Options, rate: u32, duration: Duration, perf_out: Op
     relay.stop().await?;
     mock.stop().await;
     Ok(())
+}
+
+/// Only the open-stream measurement: mock, Relay, `streams` open legs; prints what it found.
+pub async fn streams_only(opts: &Options, streams: usize) -> Result<crate::streams::StreamsResult> {
+    let dir = tempfile::tempdir()?;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let mock = match &opts.mock_exe {
+        Some(exe) => Mock::start_process(exe).await?,
+        None => Mock::start_thread()?,
+    };
+    let config = relay::write_config(dir.path(), &mock.base_url())?;
+    let relay = start_relay(opts, &config, dir.path(), &http, 1).await?;
+    let base = relay.base();
+    relay::add_admin(opts.relay_bin.as_deref(), &config).await?;
+    let token = relay::sign_in(&http, &base).await?;
+    for _ in 0..20 {
+        check_leg(&http, &base, &token).await?;
+    }
+    let pid = relay.pid;
+    let result = crate::streams::hold_open(&base, &token, streams, || procfs::rss_kib(pid)).await?;
+    relay.stop().await?;
+    mock.stop().await;
+    Ok(result)
 }

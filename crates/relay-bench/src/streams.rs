@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::data::{SLOW_MODEL, relay_leg};
+use crate::data::{SLOW_MODEL, STREAMS_PROJECT, relay_leg};
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StreamsResult {
@@ -58,7 +58,7 @@ pub async fn hold_open(
         .pool_max_idle_per_host(0)
         .build()?;
     let url = format!("{base}/v1/agent/stream");
-    let body = relay_leg(SLOW_MODEL).to_string();
+    let body = relay_leg(SLOW_MODEL, STREAMS_PROJECT).to_string();
     let rss_before_kib = rss()?;
 
     let opening = Arc::new(tokio::sync::Semaphore::new(256));
@@ -69,9 +69,14 @@ pub async fn hold_open(
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..n {
-        let (client, url, body, token) = (client.clone(), url.clone(), body.clone(), token.to_owned());
-        let (opening, opened, failed, progress) =
-            (opening.clone(), opened.clone(), failed.clone(), progress.clone());
+        let (client, url, body, token) =
+            (client.clone(), url.clone(), body.clone(), token.to_owned());
+        let (opening, opened, failed, progress) = (
+            opening.clone(),
+            opened.clone(),
+            failed.clone(),
+            progress.clone(),
+        );
         let mut stop = stop_rx.clone();
         tasks.spawn(async move {
             // Bounded opening: thousands of simultaneous connects would overflow the listen
@@ -148,12 +153,18 @@ pub async fn hold_open(
         rss_open_kib,
         rss_after_kib,
         active_streams_metric,
-        bytes_per_stream: (rss_open_kib.saturating_sub(rss_before_kib) as f64 * 1024.0) / opened as f64,
+        bytes_per_stream: (rss_open_kib.saturating_sub(rss_before_kib) as f64 * 1024.0)
+            / opened as f64,
     })
 }
 
 /// Sends one leg and reads until its first line, which must be `start`.
-async fn open_one(client: &reqwest::Client, url: &str, body: &str, token: &str) -> Result<reqwest::Response> {
+async fn open_one(
+    client: &reqwest::Client,
+    url: &str,
+    body: &str,
+    token: &str,
+) -> Result<reqwest::Response> {
     let mut resp = client
         .post(url)
         .bearer_auth(token)
