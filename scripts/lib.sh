@@ -1,11 +1,13 @@
 # Shared by the opt-in scripts: build the release binary and start a `relay serve` with accounts on.
 # Sets RELAY_PID, RELAY_URL and RELAY_DIR; the caller stops it with stop_relay.
+# RELAY_SKIP_BUILD=1 uses target/release/relay as it is (say, while another build holds the lock);
+# RELAY_EXTRA_TOML is appended to the configuration.
 
 repo_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 
 start_relay() {
   local root; root=$(repo_root)
-  (cd "$root" && cargo build --release -p relay >/dev/null)
+  [ -n "${RELAY_SKIP_BUILD:-}" ] || (cd "$root" && cargo build --release -p relay >/dev/null)
   RELAY_DIR=$(mktemp -d)
   cat >"$RELAY_DIR/relay.toml" <<TOML
 bind = "127.0.0.1:0"
@@ -20,6 +22,7 @@ agent_burst = 100000
 suggest_per_minute = 1000000
 suggest_burst = 100000
 signin_failures = 100000
+${RELAY_EXTRA_TOML:-}
 TOML
   env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY -u GEMINI_API_KEY RELAY_LOG=warn,relay=info \
     "$root/target/release/relay" --config "$RELAY_DIR/relay.toml" serve >"$RELAY_DIR/serve.log" 2>&1 &

@@ -17,7 +17,7 @@ sample() {
   echo "$1 $rss $fds"
 }
 body='{"messages":[{"role":"user","content":"hello"}],"project_id":"soak"}'
-oha --no-tui -j -q 200 -z "${duration}s" -m POST \
+oha --no-tui --output-format json -q 200 -z "${duration}s" -m POST \
   -H "Authorization: Bearer $token" -H 'content-type: application/json' -d "$body" \
   "$RELAY_URL/v1/agent/stream" >"$RELAY_DIR/oha.json" &
 load=$!
