@@ -70,26 +70,31 @@ pub async fn stream_leg(
         ));
     }
     state.limits().agent.check(caller.user_id())?;
-    let quota = match &caller {
-        Caller::User(user) => {
-            let auth = state
-                .auth()
-                .ok_or_else(|| ApiError::internal("account without an auth store"))?;
-            if auth.admit_leg(&user.id).await? == Admission::QuotaExceeded {
-                state.metrics().quota_refusals.inc();
-                return Err(ApiError::new(
-                    ErrorCode::QuotaExceeded,
-                    "the account's quota is used up; ask an operator to raise it",
-                ));
+    // Admission (a write) and the note lookup (reads) go to the store side by side: a leg waits
+    // for the slower of the two, not for both. A refused leg's notes are thrown away.
+    let admission = async {
+        Ok::<_, ApiError>(match &caller {
+            Caller::User(user) => {
+                let auth = state
+                    .auth()
+                    .ok_or_else(|| ApiError::internal("account without an auth store"))?;
+                if auth.admit_leg(&user.id).await? == Admission::QuotaExceeded {
+                    state.metrics().quota_refusals.inc();
+                    return Err(ApiError::new(
+                        ErrorCode::QuotaExceeded,
+                        "the account's quota is used up; ask an operator to raise it",
+                    ));
+                }
+                stream::Quota::Taken {
+                    auth: auth.clone(),
+                    user_id: user.id.clone(),
+                }
             }
-            stream::Quota::Taken {
-                auth: auth.clone(),
-                user_id: user.id.clone(),
-            }
-        }
-        Caller::Local => stream::Quota::OpenMode(state.memory().clone()),
+            Caller::Local => stream::Quota::OpenMode(state.memory().clone()),
+        })
     };
-    let injected = inject::notes(&state, caller.user_id(), &leg).await;
+    let (quota, injected) = tokio::join!(admission, inject::notes(&state, caller.user_id(), &leg));
+    let quota = quota?;
     let request_id = headers
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())

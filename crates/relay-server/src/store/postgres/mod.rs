@@ -54,12 +54,13 @@ impl PgStore {
                    ORDER BY n.created_at DESC, n.seq DESC
                    LIMIT $4) AS w
              ORDER BY score DESC, w.created_at DESC, w.seq DESC
-             LIMIT 64",
+             LIMIT $5",
         )
         .bind(user_id)
         .bind(project_id)
         .bind(&terms)
         .bind(relevance::CANDIDATE_WINDOW)
+        .bind(relevance::ranked_rows(budget))
         .fetch_all(&self.pool)
         .await?;
         let ranked = rows

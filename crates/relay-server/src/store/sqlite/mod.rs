@@ -51,28 +51,33 @@ impl SqliteStore {
         // `MATCH (? || '')`, not `MATCH ?`: FTS5 looks at a bare parameter while planning, which
         // marks the statement to be compiled again whenever that parameter is bound, that is on
         // every leg (perf showed sqlite3Reprepare under this query). An expression keeps the
-        // cached plan.
-        let rows = sqlx::query(
+        // cached plan. For the same reason the window and the row count are written into the
+        // text rather than bound: the text stays the same for the life of the process, so the
+        // statement is still prepared once.
+        let sql = format!(
             "SELECT n.id, n.project_id, n.note, n.author, n.mem_type, n.created_at, hits.score
              FROM (SELECT rowid AS pk, -bm25(notes_fts, 1.0, 0.0) AS score
                    FROM notes_fts
                    WHERE notes_fts MATCH (? || '')
                      AND rowid >= coalesce((SELECT rowid FROM notes_fts
                                             WHERE notes_fts MATCH (? || '')
-                                            ORDER BY rowid DESC LIMIT 1 OFFSET ?), 0)
+                                            ORDER BY rowid DESC LIMIT 1 OFFSET {}), 0)
                    ORDER BY score DESC, rowid DESC
-                   LIMIT 64) AS hits
+                   LIMIT {}) AS hits
              CROSS JOIN notes n ON n.pk = hits.pk
              WHERE n.user_id = ? AND n.project_id = ?
              ORDER BY hits.score DESC, n.created_at DESC, n.seq DESC",
-        )
-        .bind(&fts_query)
-        .bind(&fts_query)
-        .bind(relevance::CANDIDATE_WINDOW - 1)
-        .bind(user_id)
-        .bind(project_id)
-        .fetch_all(&self.pool)
-        .await?;
+            relevance::CANDIDATE_WINDOW - 1,
+            relevance::ranked_rows(budget)
+        );
+        // Only two integers of our own are interpolated; user text is bound.
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&fts_query)
+            .bind(&fts_query)
+            .bind(user_id)
+            .bind(project_id)
+            .fetch_all(&self.pool)
+            .await?;
         let ranked = rows
             .iter()
             .map(|r| Ok((note_from_row(r)?, r.try_get::<f64, _>("score")?)))
