@@ -1,7 +1,7 @@
 //! The pipeline: mock upstream, Relay (cold start, admin, notes), legs at fixed rates against the
 //! mock directly and through Relay, Relay's highest held rate, the memory API, suggestions, open
-//! streams after a restart, LiteLLM at the same rates and its own highest rate, and note injection
-//! in-process. The full run and smoke mode are the same code at different scales.
+//! streams after a restart, note injection in-process, and last LiteLLM at the same rates and its
+//! own highest rate. The full run and smoke mode are the same code at different scales.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -485,22 +485,6 @@ pub async fn run(opts: &Options) -> Result<Report> {
     }
     relay.stop().await?;
 
-    match &opts.litellm {
-        Some(bin) => {
-            run_litellm(
-                &generator,
-                bin,
-                dir.path(),
-                &mock,
-                &http,
-                scale,
-                &mut report,
-            )
-            .await?
-        }
-        None => report.litellm_mode = "not run (smoke mode)".into(),
-    }
-
     eprintln!(
         "relay-bench: note injection with {} notes, in-process",
         scale.inject_notes
@@ -517,6 +501,22 @@ pub async fn run(opts: &Options) -> Result<Report> {
             "Note injection: only {} of {} questions were timed within the {:.0} s budget; the percentiles are over those.",
             report.injection.questions, report.injection.asked, scale.inject_budget_secs
         ));
+    }
+    // LiteLLM last: it is the stage most likely to fail, and every figure of Relay's is in by then.
+    match &opts.litellm {
+        Some(bin) => {
+            run_litellm(
+                &generator,
+                bin,
+                dir.path(),
+                &mock,
+                &http,
+                scale,
+                &mut report,
+            )
+            .await?
+        }
+        None => report.litellm_mode = "not run (smoke mode)".into(),
     }
     mock.stop().await;
     report.load_after = procfs::loadavg();
