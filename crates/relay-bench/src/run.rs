@@ -223,6 +223,40 @@ async fn highest_rate(
     Ok(out)
 }
 
+/// The harness's own HTTP client (checks, seeding, sign-in).
+fn http_client() -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?)
+}
+
+/// oha when there is one, else the built-in generator.
+fn load_generator(opts: &Options, scratch: &std::path::Path) -> Result<Generator> {
+    match &opts.oha {
+        Some(bin) => Generator::oha(bin.clone(), scratch),
+        None => Generator::builtin(),
+    }
+}
+
+/// The mock upstream in its own process, or on a thread when there is no harness binary.
+async fn start_mock(opts: &Options) -> Result<Mock> {
+    match &opts.mock_exe {
+        Some(exe) => Mock::start_process(exe).await,
+        None => Mock::start_thread(),
+    }
+}
+
+/// Creates the benchmark admin and signs it in on the Relay at `base`.
+async fn admin_token(
+    opts: &Options,
+    config: &std::path::Path,
+    http: &reqwest::Client,
+    base: &str,
+) -> Result<String> {
+    relay::add_admin(opts.relay_bin.as_deref(), config).await?;
+    relay::sign_in(http, base).await
+}
+
 async fn start_relay(
     opts: &Options,
     config: &std::path::Path,
@@ -306,13 +340,8 @@ async fn check_direct(http: &reqwest::Client, url: &str) -> Result<()> {
 pub async fn run(opts: &Options) -> Result<Report> {
     let scale = &opts.scale;
     let dir = tempfile::tempdir()?;
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()?;
-    let generator = match &opts.oha {
-        Some(bin) => Generator::oha(bin.clone(), dir.path())?,
-        None => Generator::builtin()?,
-    };
+    let http = http_client()?;
+    let generator = load_generator(opts, dir.path())?;
     let mut report = Report {
         smoke: opts.smoke,
         date: now_utc(),
@@ -325,10 +354,7 @@ pub async fn run(opts: &Options) -> Result<Report> {
         ..Report::default()
     };
 
-    let mock = match &opts.mock_exe {
-        Some(exe) => Mock::start_process(exe).await?,
-        None => Mock::start_thread()?,
-    };
+    let mock = start_mock(opts).await?;
     report.mock_mode = match &mock {
         Mock::Process { .. } => "own process (`relay-bench mock`), single-threaded tokio runtime; not pinned: the 2 cores are shared by mock, Relay and the load generator".into(),
         Mock::Thread { .. } => "in-process thread with its own single-threaded runtime".into(),
@@ -346,8 +372,7 @@ pub async fn run(opts: &Options) -> Result<Report> {
     report.ready_cold_ms = relay.ready_ms;
     report.idle_rss_cold_kib = procfs::rss_kib(relay.pid)?;
     let base = relay.base();
-    relay::add_admin(opts.relay_bin.as_deref(), &config).await?;
-    let token = relay::sign_in(&http, &base).await?;
+    let token = admin_token(opts, &config, &http, &base).await?;
     seed_notes(&http, &base, &token, scale.seed_notes).await?;
     report.notes_per_leg = check_leg(&http, &base, &token).await?;
 
@@ -612,22 +637,13 @@ pub async fn profile(
     perf_out: Option<PathBuf>,
 ) -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()?;
-    let generator = match &opts.oha {
-        Some(bin) => Generator::oha(bin.clone(), dir.path())?,
-        None => Generator::builtin()?,
-    };
-    let mock = match &opts.mock_exe {
-        Some(exe) => Mock::start_process(exe).await?,
-        None => Mock::start_thread()?,
-    };
+    let http = http_client()?;
+    let generator = load_generator(opts, dir.path())?;
+    let mock = start_mock(opts).await?;
     let config = relay::write_config(dir.path(), &mock.base_url())?;
     let relay = start_relay(opts, &config, dir.path(), &http, 1).await?;
     let base = relay.base();
-    relay::add_admin(opts.relay_bin.as_deref(), &config).await?;
-    let token = relay::sign_in(&http, &base).await?;
+    let token = admin_token(opts, &config, &http, &base).await?;
     seed_notes(&http, &base, &token, opts.scale.seed_notes).await?;
     let target = Target::post_json(
         format!("{base}/v1/agent/stream"),
@@ -669,18 +685,12 @@ pub async fn profile(
 /// Only the open-stream measurement: mock, Relay, `streams` open legs; prints what it found.
 pub async fn streams_only(opts: &Options, streams: usize) -> Result<crate::streams::StreamsResult> {
     let dir = tempfile::tempdir()?;
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()?;
-    let mock = match &opts.mock_exe {
-        Some(exe) => Mock::start_process(exe).await?,
-        None => Mock::start_thread()?,
-    };
+    let http = http_client()?;
+    let mock = start_mock(opts).await?;
     let config = relay::write_config(dir.path(), &mock.base_url())?;
     let relay = start_relay(opts, &config, dir.path(), &http, 1).await?;
     let base = relay.base();
-    relay::add_admin(opts.relay_bin.as_deref(), &config).await?;
-    let token = relay::sign_in(&http, &base).await?;
+    let token = admin_token(opts, &config, &http, &base).await?;
     for _ in 0..20 {
         check_leg(&http, &base, &token).await?;
     }
