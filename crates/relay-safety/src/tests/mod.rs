@@ -3,4 +3,5 @@
 mod commands;
 mod completions;
 mod limits;
+mod redaction;
 mod secrets;

@@ -159,6 +159,33 @@ async fn secrets_in_recent_never_reach_the_provider() {
 }
 
 #[tokio::test]
+async fn short_passwords_in_history_never_reach_the_provider() {
+    // Issue 12 item 5: these three reached the provider verbatim.
+    let fake = FakeUpstream::start().await;
+    fake.push("up-1", up::text_reply(&["make deploy"]));
+    let app = app_with_model(&fake, 2_000).await;
+    let recent = [
+        "export DB_PASSWORD=hunter2",
+        "mysql -u root -pHunter2secret db",
+        "curl -u admin:hunter2 https://x",
+        "curl 'https://x/api?access_token=tok3n&page=2'",
+    ];
+    assert_eq!(suggest(&app, "make dep", &recent).await, "make deploy");
+    let sent = fake.requests()[0].to_string();
+    for secret in ["hunter2", "Hunter2secret", "tok3n"] {
+        assert!(!sent.contains(secret), "{secret} in {sent}");
+    }
+    for kept in [
+        "export DB_PASSWORD=[REDACTED]",
+        "mysql -u root -p[REDACTED] db",
+        "curl -u admin:[REDACTED] https://x",
+        "access_token=[REDACTED]&page=2",
+    ] {
+        assert!(sent.contains(kept), "{kept} not in {sent}");
+    }
+}
+
+#[tokio::test]
 async fn answers_are_one_bounded_line_without_control_characters() {
     let app = TestApp::open().await;
     let long = format!("echo {}", "x".repeat(1_100));
