@@ -139,6 +139,22 @@ pub mod reason {
     pub const POWER: &str = "shutdown, reboot or halt";
     /// `kill -9 -1`, `killall5`.
     pub const KILL_ALL: &str = "kill every process";
+    /// `perl -e`, `python -c`, `node -e`, `ruby -e`, `php -r` code that deletes or overwrites
+    /// files, runs a shell command this check refuses, or builds what it runs at run time.
+    pub const INTERPRETER: &str =
+        "interpreter one-liner that deletes, overwrites or runs unseen code";
+    /// `> /etc/...`, `>> /usr/...`, `tee /boot/...`: a write onto a system file.
+    pub const SYSTEM_FILE_WRITE: &str = "write onto a system file";
+    /// `rm`, `shred`, `find -delete` of `~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.kube` and the like.
+    pub const CREDENTIAL_DELETE: &str = "deletes credentials";
+    /// A credential file uploaded, copied to a host, or piped into a network client.
+    pub const CREDENTIAL_EXFIL: &str = "credential file sent over the network";
+    /// `mv /`, `mv /etc ...`, `mv /usr/* ...`, `mv ~ ...`.
+    pub const MOVE_ROOT: &str = "moves a root or top-level system folder";
+    /// `crontab -r`.
+    pub const CRONTAB_REMOVE: &str = "crontab -r";
+    /// `iptables -F`, `nft flush ruleset`, `ufw disable|reset`, stopping the firewall service.
+    pub const FIREWALL: &str = "firewall flush or disable";
     /// [`super::check_completion`]: the completion is not a strict extension of the partial.
     pub const NOT_EXTENDING: &str = "does not extend the partial";
     /// [`super::check_completion`]: the completion spans more than one line.

@@ -1,5 +1,6 @@
 //! Tests for the safety check, one file per topic.
 
+mod categories;
 mod commands;
 mod completions;
 mod limits;
