@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use relay_server::suggest::safety::{check_command, check_completion, looks_like_secret, redact_secrets};
+use relay_safety::{check_command, check_completion, looks_like_secret, redact_secrets};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };

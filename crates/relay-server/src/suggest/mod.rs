@@ -7,9 +7,9 @@
 
 mod history;
 mod model;
-pub mod safety;
 
 use axum::extract::State;
+use relay_safety as safety;
 use relay_wire::ErrorBody;
 use relay_wire::suggest::{SuggestRequest, SuggestResponse};
 

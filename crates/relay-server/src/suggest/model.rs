@@ -6,8 +6,9 @@
 use std::time::Duration;
 
 use futures::StreamExt;
+use relay_safety as safety;
 
-use super::{acceptable, safety};
+use super::acceptable;
 use crate::agent::models::ModelEntry;
 use crate::providers::{ChatMessage, ChatRequest, ProviderEvent};
 

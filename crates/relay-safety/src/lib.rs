@@ -1,6 +1,6 @@
 //! Fail-closed safety checks for the shell command lines that `POST /v1/suggest` proposes.
 //!
-//! The suggest endpoint completes a partial command line typed into an AI coding terminal. Before
+//! Relay's `POST /v1/suggest` completes a partial command line typed into an AI coding terminal. Before
 //! a completion leaves the service it goes through [`check_completion`] (or [`check_command`] for a
 //! whole line). The check parses the line with a small shell-word tokenizer of its own (quotes,
 //! escapes, `$(...)`, backticks, `<(...)`, `${...}`, `$'...'`, comments, brace expansion), splits
@@ -10,7 +10,7 @@
 //! device writes, fork bombs, downloads fed to interpreters, destructive git, infrastructure and
 //! SQL commands, power commands, and any line that carries a secret.
 //!
-//! The rule this module keeps is **fail closed**: whatever it cannot parse or fully understand
+//! The rule this crate keeps is **fail closed**: whatever it cannot parse or fully understand
 //! (unbalanced quotes or parentheses, control characters, lines over 1,000 bytes, nesting deeper
 //! than 16 levels, command names produced by command substitution, `case` statements) is refused,
 //! never allowed. Checking is linear-ish in the input size and never panics.
@@ -18,12 +18,16 @@
 //! [`looks_like_secret`] and [`redact_secrets`] recognise credential-shaped text (cloud keys, VCS
 //! and registry tokens, private key blocks, `password=...` style assignments) with small
 //! hand-written scanners, so text can be scrubbed before it is logged or sent on.
+//!
+//! The crate is pure (no I/O, no dependencies), so the fuzz targets and clients can use it without
+//! the server.
 
 mod args;
 mod lexer;
 mod parser;
 mod resolve;
 mod rules;
+mod scan;
 mod secrets;
 mod text;
 mod walk;
@@ -135,6 +139,22 @@ pub mod reason {
     pub const POWER: &str = "shutdown, reboot or halt";
     /// `kill -9 -1`, `killall5`.
     pub const KILL_ALL: &str = "kill every process";
+    /// `perl -e`, `python -c`, `node -e`, `ruby -e`, `php -r` code that deletes or overwrites
+    /// files, runs a shell command this check refuses, or builds what it runs at run time.
+    pub const INTERPRETER: &str =
+        "interpreter one-liner that deletes, overwrites or runs unseen code";
+    /// `> /etc/...`, `>> /usr/...`, `tee /boot/...`: a write onto a system file.
+    pub const SYSTEM_FILE_WRITE: &str = "write onto a system file";
+    /// `rm`, `shred`, `find -delete` of `~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.kube` and the like.
+    pub const CREDENTIAL_DELETE: &str = "deletes credentials";
+    /// A credential file uploaded, copied to a host, or piped into a network client.
+    pub const CREDENTIAL_EXFIL: &str = "credential file sent over the network";
+    /// `mv /`, `mv /etc ...`, `mv /usr/* ...`, `mv ~ ...`.
+    pub const MOVE_ROOT: &str = "moves a root or top-level system folder";
+    /// `crontab -r`.
+    pub const CRONTAB_REMOVE: &str = "crontab -r";
+    /// `iptables -F`, `nft flush ruleset`, `ufw disable|reset`, stopping the firewall service.
+    pub const FIREWALL: &str = "firewall flush or disable";
     /// [`super::check_completion`]: the completion is not a strict extension of the partial.
     pub const NOT_EXTENDING: &str = "does not extend the partial";
     /// [`super::check_completion`]: the completion spans more than one line.

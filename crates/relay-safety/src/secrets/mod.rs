@@ -1,4 +1,11 @@
 //! Secret detection: credential-shaped tokens, private keys and `password=...` assignments.
+//!
+//! Each scanner finds one family and reports byte ranges to redact; overlapping ranges merge.
+//! Shell-level families (secret-named variables, client password flags) live in `commands`, URL
+//! userinfo and secret query parameters in `urls`.
+
+mod commands;
+mod urls;
 
 use super::text::find;
 
@@ -9,6 +16,7 @@ enum Class {
     Word,
     WordDash,
     AlNumDash,
+    WordDashDot,
 }
 
 impl Class {
@@ -19,6 +27,7 @@ impl Class {
             Class::Word => c.is_ascii_alphanumeric() || c == b'_',
             Class::WordDash => c.is_ascii_alphanumeric() || c == b'_' || c == b'-',
             Class::AlNumDash => c.is_ascii_alphanumeric() || c == b'-',
+            Class::WordDashDot => c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'),
         }
     }
 }
@@ -26,6 +35,24 @@ impl Class {
 /// Prefix, body character class, minimum body length. Longer prefixes first.
 const TOKEN_SHAPES: &[(&[u8], Class, usize)] = &[
     (b"github_pat_", Class::Word, 22),
+    (b"AGE-SECRET-KEY-1", Class::UpperNum, 50),
+    (b"dop_v1_", Class::AlNum, 64),
+    (b"doo_v1_", Class::AlNum, 64),
+    (b"dor_v1_", Class::AlNum, 64),
+    (b"whsec_", Class::AlNum, 24),
+    (b"shpat_", Class::AlNum, 32),
+    (b"shpss_", Class::AlNum, 32),
+    (b"shpca_", Class::AlNum, 32),
+    (b"shppa_", Class::AlNum, 32),
+    (b"glptt-", Class::WordDash, 20),
+    (b"gldt-", Class::WordDash, 20),
+    (b"glrt-", Class::WordDash, 20),
+    (b"pypi-", Class::WordDash, 50),
+    (b"ya29.", Class::WordDash, 20),
+    (b"xapp-", Class::AlNumDash, 10),
+    (b"AIza", Class::WordDash, 35),
+    (b"SG.", Class::WordDashDot, 60),
+    (b"hf_", Class::AlNum, 30),
     (b"sk_live_", Class::AlNum, 16),
     (b"rk_live_", Class::AlNum, 16),
     (b"sk_test_", Class::AlNum, 16),
@@ -74,7 +101,12 @@ pub(super) fn secret_ranges(text: &str) -> Vec<(usize, usize)> {
     scan_slack_webhooks(b, &mut out);
     scan_assignments(b, &mut out);
     scan_flag_values(b, &mut out);
-    scan_url_credentials(b, &mut out);
+    urls::scan_url_credentials(b, &mut out);
+    urls::scan_query_params(b, &mut out);
+    commands::scan_secret_variables(b, &mut out);
+    commands::scan_client_passwords(b, &mut out);
+    commands::scan_password_flags(b, &mut out);
+    scan_jwts(b, &mut out);
     scan_bearer(b, &mut out);
     out
 }
@@ -164,6 +196,93 @@ fn scan_slack_webhooks(b: &[u8], out: &mut Vec<(usize, usize)>) {
     }
 }
 
+/// Where a name is met, which decides the words that mark it as naming a secret.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum NameKind {
+    /// A shell or environment variable (`DB_PASSWORD=...`).
+    Variable,
+    /// A long command-line option (`--password=...`): `key` and `pass` mean other things there.
+    Flag,
+    /// A URL query parameter (`?access_token=...`).
+    Query,
+}
+
+/// Whether `name` names a secret: it ends in `password`, `passwd`, `passphrase`, `secret`,
+/// `token`, `credential(s)` or `apikey` (any case, joined or not), or its last word (split at
+/// `_`, `-`, `.` and lower-to-upper case changes) is one the kind adds: `key`, `auth`, `pass`,
+/// `pwd` (never the whole name: `PWD` is the working directory), and `sig`/`signature` in queries.
+pub(super) fn is_secret_name(name: &[u8], kind: NameKind) -> bool {
+    const ANY_SUFFIX: &[&[u8]] = &[
+        b"password",
+        b"passwd",
+        b"passphrase",
+        b"secret",
+        b"token",
+        b"credentials",
+        b"credential",
+        b"apikey",
+    ];
+    let lower = name.to_ascii_lowercase();
+    if ANY_SUFFIX.iter().any(|s| lower.ends_with(s)) {
+        return true;
+    }
+    let start = last_word_start(name);
+    let word = &lower[start..];
+    match kind {
+        NameKind::Flag => word == b"auth",
+        NameKind::Variable | NameKind::Query => {
+            matches!(word, b"key" | b"auth" | b"pass")
+                || (word == b"pwd" && start > 0)
+                || (kind == NameKind::Query && matches!(word, b"sig" | b"signature"))
+        }
+    }
+}
+
+fn last_word_start(name: &[u8]) -> usize {
+    let mut i = name.len();
+    while i > 0 {
+        let c = name[i - 1];
+        if matches!(c, b'_' | b'-' | b'.') {
+            return i;
+        }
+        if i < name.len()
+            && name[i].is_ascii_uppercase()
+            && (c.is_ascii_lowercase() || c.is_ascii_digit())
+        {
+            return i;
+        }
+        i -= 1;
+    }
+    0
+}
+
+/// `eyJ...` header, a dot, a payload and an optional signature: a JSON Web Token.
+fn scan_jwts(b: &[u8], out: &mut Vec<(usize, usize)>) {
+    let b64url = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-');
+    let mut i = 0;
+    while let Some(p) = find(b, i, b"eyJ") {
+        i = p + 3;
+        if p > 0 && (b64url(&b[p - 1]) || b[p - 1] == b'.') {
+            continue;
+        }
+        let header = b[p..].iter().take_while(|c| b64url(c)).count();
+        let mut end = p + header;
+        if header < 10 || b.get(end) != Some(&b'.') {
+            continue;
+        }
+        let payload = b[end + 1..].iter().take_while(|c| b64url(c)).count();
+        if payload < 2 {
+            continue;
+        }
+        end += 1 + payload;
+        if b.get(end) == Some(&b'.') {
+            end += 1 + b[end + 1..].iter().take_while(|c| b64url(c)).count();
+        }
+        out.push((p, end));
+        i = end;
+    }
+}
+
 fn is_key_char(c: u8) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.')
 }
@@ -182,7 +301,14 @@ fn is_value_end(c: u8) -> bool {
 }
 
 /// The value starting at `v` (after optional blanks), if it is a literal of 8+ bytes.
-fn value_at(b: &[u8], mut v: usize) -> Option<(usize, usize)> {
+fn value_at(b: &[u8], v: usize) -> Option<(usize, usize)> {
+    literal_at(b, v, 8)
+}
+
+/// The value starting at `v` (after optional blanks): the inside of its quotes, or a run up to a
+/// shell delimiter; only if it has `min` bytes or more (at least one) and is not a `$` or
+/// backtick reference to something else.
+fn literal_at(b: &[u8], mut v: usize, min: usize) -> Option<(usize, usize)> {
     while matches!(b.get(v), Some(b' ' | b'\t')) {
         v += 1;
     }
@@ -205,7 +331,7 @@ fn value_at(b: &[u8], mut v: usize) -> Option<(usize, usize)> {
         None => return None,
     };
     let value = &b[s..e];
-    (value.len() >= 8 && value[0] != b'$' && value[0] != b'`').then_some((s, e))
+    (value.len() >= min.max(1) && value[0] != b'$' && value[0] != b'`').then_some((s, e))
 }
 
 /// `KEY=value`, `KEY = value`, `"key": "value"`, `Key: value` with a secret-ish key name.
@@ -273,31 +399,6 @@ fn scan_flag_values(b: &[u8], out: &mut Vec<(usize, usize)>) {
             }
         }
         i = j.max(i + 1);
-    }
-}
-
-/// `scheme://user:password@host`: the password.
-fn scan_url_credentials(b: &[u8], out: &mut Vec<(usize, usize)>) {
-    let mut i = 0;
-    while let Some(p) = find(b, i, b"://") {
-        let a = p + 3;
-        let end = b[a..]
-            .iter()
-            .position(|&c| {
-                c.is_ascii_whitespace()
-                    || matches!(c, b'/' | b'?' | b'#' | b'"' | b'\'' | b'<' | b'>' | b'`')
-            })
-            .map_or(b.len(), |q| a + q);
-        let authority = &b[a..end];
-        if let Some(at) = authority.iter().rposition(|&c| c == b'@')
-            && let Some(colon) = authority[..at].iter().position(|&c| c == b':')
-        {
-            let (s, e) = (a + colon + 1, a + at);
-            if e > s && b[s] != b'$' {
-                out.push((s, e));
-            }
-        }
-        i = end.max(a);
     }
 }
 

@@ -145,8 +145,9 @@ const SECRETS: &[(&str, bool, &str)] = &[
         true,
         "a [REDACTED] b [REDACTED] c",
     ),
+    // a short value is still a password (issue 12 item 5: `DB_PASSWORD=hunter2`)
+    ("password=short", true, "password=[REDACTED]"),
     // not secrets
-    ("password=short", false, "password=short"),
     ("password=$DB_PASS", false, "password=$DB_PASS"),
     ("TOKEN=${GITHUB_TOKEN}", false, "TOKEN=${GITHUB_TOKEN}"),
     (

@@ -1,17 +1,21 @@
 //! The per-program rules, picked by the name of the program a command resolves to.
 
+mod creds;
 mod fs;
 mod git;
+mod interp;
 mod net;
+mod system;
 
 use super::args::Arg;
 use super::reason::{
     DEVICE_TOOL, DEVICE_WRITE, HELM_UNINSTALL, INFRA_DESTROY, KILL_ALL, KUBE_DELETE, POWER,
-    REVERSE_SHELL, SQL,
+    REVERSE_SHELL, SQL, SYSTEM_FILE_WRITE,
 };
 use super::walk::Walker;
 
-pub(super) use fs::device_write;
+pub(super) use creds::{cmd_is_network_client, cmd_reads_credentials};
+pub(super) use fs::{device_write, system_file};
 pub(super) use net::{
     cmd_has_downloader, cmd_is_interpreter, cmd_reads_stdin_shell, feeds_interpreter,
     redirs_have_downloader, script_has_downloader,
@@ -57,7 +61,13 @@ impl Walker {
     ) {
         let any_value = |words: &[&str]| args.iter().any(|a| words.contains(&a.value.as_str()));
         match name {
-            "rm" => self.rm(args),
+            "rm" => {
+                self.rm(args);
+                self.credential_delete(args);
+            }
+            "unlink" | "rmdir" | "srm" | "wipe" | "trash" | "trash-put" => {
+                self.credential_delete(args)
+            }
             "dd" => {
                 let bad = args.iter().any(|a| {
                     a.value.strip_prefix("of=").is_some_and(|t| {
@@ -72,7 +82,8 @@ impl Walker {
                 self.refuse(DEVICE_TOOL)
             }
             "mkswap" | "shred" | "blkdiscard" => {
-                self.refuse_if(args.iter().any(|a| device_write(&a.value)), DEVICE_TOOL)
+                self.refuse_if(args.iter().any(|a| device_write(&a.value)), DEVICE_TOOL);
+                self.credential_delete(args);
             }
             "fdisk" | "sfdisk" | "cfdisk" | "gdisk" | "sgdisk" | "cgdisk" | "parted" => {
                 let listing = any_value(&["-l", "--list", "-d", "--dump"]);
@@ -80,16 +91,27 @@ impl Walker {
                     self.refuse(DEVICE_TOOL);
                 }
             }
-            "tee" => self.refuse_if(
-                positionals(args).any(|a| device_write(&a.value)),
-                DEVICE_WRITE,
-            ),
-            "cp" | "mv" | "install" => self.refuse_if(
-                positionals(args)
-                    .last()
-                    .is_some_and(|a| device_write(&a.value)),
-                DEVICE_WRITE,
-            ),
+            "tee" => {
+                self.refuse_if(
+                    positionals(args).any(|a| device_write(&a.value)),
+                    DEVICE_WRITE,
+                );
+                self.refuse_if(
+                    positionals(args).any(|a| system_file(&a.value)),
+                    SYSTEM_FILE_WRITE,
+                );
+            }
+            "cp" | "mv" | "install" => {
+                self.refuse_if(
+                    positionals(args)
+                        .last()
+                        .is_some_and(|a| device_write(&a.value)),
+                    DEVICE_WRITE,
+                );
+                if name == "mv" {
+                    self.mv(args);
+                }
+            }
             "chmod" | "chown" | "chgrp" => self.perms(name == "chmod", args),
             "git" => self.git(args, depth, skip),
             "terraform" | "tofu" | "terragrunt" => {
@@ -113,10 +135,18 @@ impl Walker {
             ),
             "shutdown" | "reboot" | "halt" | "poweroff" => self.refuse(POWER),
             "init" | "telinit" => self.refuse_if(any_value(&["0", "6"]), POWER),
-            "systemctl" | "loginctl" => self.refuse_if(
-                any_value(&["poweroff", "reboot", "halt", "kexec", "soft-reboot"]),
-                POWER,
-            ),
+            "systemctl" | "loginctl" => {
+                self.refuse_if(
+                    any_value(&["poweroff", "reboot", "halt", "kexec", "soft-reboot"]),
+                    POWER,
+                );
+                self.firewall_service(args);
+            }
+            "crontab" | "iptables" | "ip6tables" | "iptables-legacy" | "ip6tables-legacy"
+            | "iptables-nft" | "ip6tables-nft" | "ebtables" | "arptables" | "nft" | "ufw" => {
+                self.system(name, args)
+            }
+            n if interp::language(n).is_some() => self.one_liner(n, args, depth),
             "killall5" => self.refuse(KILL_ALL),
             "kill" => self.kill(args),
             "find" => self.find(args, depth, skip),

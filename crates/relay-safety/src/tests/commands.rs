@@ -444,7 +444,7 @@ const ALLOWED: &[&str] = &[
     "git config alias.st status",
     "bash -c \"echo $(bash -c \"echo $(bash -c 'echo ls')\")\"",
     "echo {a,b}{c,d}{e,f}{g,h}",
-    "echo password=short",
+    "echo password=$DB_PASS",
     "echo $PASSWORD",
     "curl -H \"Authorization: Bearer $TOKEN\" https://api.example.com",
 ];

@@ -1,9 +1,12 @@
 //! Filesystem rules: recursive `rm`/`chmod`/`chown` of roots, `find -delete`, raw devices.
 
 use super::super::args::Arg;
-use super::super::reason::{FIND_DELETE, NO_PRESERVE_ROOT, PERM_ROOT, RM_ROOT, WORLD_WRITABLE};
+use super::super::reason::{
+    CREDENTIAL_DELETE, FIND_DELETE, MOVE_ROOT, NO_PRESERVE_ROOT, PERM_ROOT, RM_ROOT, WORLD_WRITABLE,
+};
 use super::super::resolve::resolve;
 use super::super::walk::Walker;
+use super::creds::credential_path;
 use super::long_matches;
 
 const SYSTEM_DIRS: &[&str] = &[
@@ -116,6 +119,52 @@ fn dangerous_target(a: &Arg<'_>) -> bool {
     }
 }
 
+/// Top-level folders whose files a write must never replace (`/var`, `/opt`, `/srv` hold
+/// application data that people do write).
+const SYSTEM_FILE_DIRS: &[&str] = &[
+    "etc", "boot", "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "sys", "proc", "root",
+    "system", "library",
+];
+
+/// A path inside a system folder (`/etc/hosts`, `/usr/bin/x`, `/etc/../etc/passwd`).
+pub(crate) fn system_file(v: &str) -> bool {
+    if !v.starts_with('/') {
+        return false;
+    }
+    let (comps, _) = components(v);
+    comps.len() >= 2
+        && comps
+            .first()
+            .is_some_and(|c| SYSTEM_FILE_DIRS.iter().any(|d| d.eq_ignore_ascii_case(c)))
+}
+
+/// `/`, a top-level system folder, a glob over the top level, or a home directory itself.
+fn top_level(a: &Arg<'_>) -> bool {
+    let v = a.value.as_str();
+    let home = v
+        .strip_prefix('~')
+        .map(|r| r.find('/').map_or("", |p| &r[p..]))
+        .or_else(|| {
+            v.strip_prefix("${HOME}")
+                .or_else(|| v.strip_prefix("$HOME"))
+        });
+    if let Some(rest) = home {
+        let (mut comps, _) = components(rest);
+        trim_wildcards(&mut comps);
+        return comps.is_empty();
+    }
+    if !v.starts_with('/') {
+        return false;
+    }
+    let (mut comps, _) = components(v);
+    trim_wildcards(&mut comps);
+    match comps.as_slice() {
+        [] => true,
+        [one] => has_glob(one) || SYSTEM_DIRS.iter().any(|d| d.eq_ignore_ascii_case(one)),
+        _ => false,
+    }
+}
+
 /// A `/dev/...` path other than the harmless sinks and standard streams.
 pub(crate) fn device_write(v: &str) -> bool {
     if !v.starts_with('/') {
@@ -133,6 +182,13 @@ pub(crate) fn device_write(v: &str) -> bool {
         .strip_prefix("fd/")
         .is_some_and(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()));
     !harmless
+}
+
+/// A short-option cluster ending in `t` (`-ft DIR`), or `-tDIR`.
+fn cluster_t(v: &str) -> bool {
+    !v.starts_with("--")
+        && v.get(1..)
+            .is_some_and(|c| c.starts_with('t') || c.ends_with('t'))
 }
 
 fn world_writable(mode: &str) -> bool {
@@ -159,6 +215,27 @@ fn world_writable(mode: &str) -> bool {
 }
 
 impl Walker {
+    /// `mv` whose source is `/`, a top-level system folder or a home directory.
+    pub(super) fn mv(&mut self, args: &[Arg<'_>]) {
+        let mut target_dir = false;
+        let mut sources = Vec::new();
+        let mut ended = false;
+        for a in args {
+            let v = a.value.as_str();
+            if !ended && v == "--" {
+                ended = true;
+            } else if !ended && v.starts_with('-') && v.len() > 1 {
+                target_dir |= v == "-t" || v.starts_with("--target-directory") || cluster_t(v);
+            } else {
+                sources.push(a);
+            }
+        }
+        if !target_dir {
+            sources.pop();
+        }
+        self.refuse_if(sources.iter().any(|a| top_level(a)), MOVE_ROOT);
+    }
+
     pub(crate) fn rm(&mut self, args: &[Arg<'_>]) {
         let mut recursive = false;
         let mut ended = false;
@@ -296,6 +373,9 @@ impl Walker {
         let root_danger = roots.is_empty() || roots.iter().any(|a| dangerous_target(a));
         if (delete || exec_rm) && !test && root_danger {
             self.refuse(FIND_DELETE);
+        }
+        if (delete || exec_rm) && roots.iter().any(|a| credential_path(&a.value)) {
+            self.refuse(CREDENTIAL_DELETE);
         }
     }
 }

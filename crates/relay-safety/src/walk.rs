@@ -3,13 +3,14 @@
 use super::args::{Arg, make_args, plain_args};
 use super::parser::{Cmd, Redir, RedirOp, Script, SpanMap, Word, parse};
 use super::reason::{
-    BRACE, DEVICE_WRITE, DOWNLOAD_EXEC, DOWNLOAD_PIPE, DYNAMIC_COMMAND, FORK_BOMB, IFS_SPLITTING,
-    PIPE_SHELL, SQL, TOO_COMPLEX, TOO_DEEP,
+    BRACE, CREDENTIAL_EXFIL, DEVICE_WRITE, DOWNLOAD_EXEC, DOWNLOAD_PIPE, DYNAMIC_COMMAND,
+    FORK_BOMB, IFS_SPLITTING, PIPE_SHELL, SQL, SYSTEM_FILE_WRITE, TOO_COMPLEX, TOO_DEEP,
 };
 use super::resolve::{is_shell, prog_name, resolve};
 use super::rules::{
-    cmd_has_downloader, cmd_is_interpreter, cmd_reads_stdin_shell, device_write, feeds_interpreter,
-    redirs_have_downloader, script_has_downloader,
+    cmd_has_downloader, cmd_is_interpreter, cmd_is_network_client, cmd_reads_credentials,
+    cmd_reads_stdin_shell, device_write, feeds_interpreter, redirs_have_downloader,
+    script_has_downloader, system_file,
 };
 use super::text::has_destructive_sql;
 use super::{MAX_DEPTH, MAX_WORK_BYTES, Verdict};
@@ -72,8 +73,12 @@ impl Walker {
             return;
         }
         let mut download = false;
+        let mut credentials = false;
         for (i, c) in p.iter().enumerate() {
             if i > 0 {
+                if credentials && cmd_is_network_client(c) {
+                    self.refuse(CREDENTIAL_EXFIL);
+                }
                 if download && cmd_is_interpreter(c) {
                     self.refuse(DOWNLOAD_PIPE);
                 }
@@ -81,6 +86,7 @@ impl Walker {
                     self.refuse(PIPE_SHELL);
                 }
             }
+            credentials |= cmd_reads_credentials(c);
             if !download && cmd_has_downloader(c, depth) {
                 download = true;
             }
@@ -120,6 +126,9 @@ impl Walker {
             };
             if writes && device_write(t) {
                 self.refuse(DEVICE_WRITE);
+            }
+            if writes && system_file(t) {
+                self.refuse(SYSTEM_FILE_WRITE);
             }
         }
     }
@@ -214,6 +223,7 @@ impl Walker {
                 self.rm(rest);
             }
             self.rules(name, rest, depth, skip);
+            self.credential_send(name, rest, redirs);
         }
         herestring_checked
     }
