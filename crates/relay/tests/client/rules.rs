@@ -156,7 +156,7 @@ async fn the_project_id_is_the_same_for_the_relay_and_remember_recall() {
         .await;
     assert!(out.status.success(), "{}", stderr(&out));
     // The note stored under the client's id is injected by the relay under the id it derives.
-    let system = relay.upstream.requests()[2]["messages"][0]["content"].to_string();
+    let system = relay.upstream.requests()[2]["messages"].to_string();
     assert!(system.contains("tests run with cargo nextest"), "{system}");
     assert!(
         stderr(&out).contains(&format!("project {expected}, 1 notes injected")),

@@ -69,10 +69,14 @@ pub async fn run_command(project: &Project, args: &Value) -> anyhow::Result<Stri
     let (status, timed_out) = match tokio::time::timeout(limit, child.wait()).await {
         Ok(status) => (Some(status?), false),
         Err(_) => {
-            if let Some(pid) = child.id() {
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", &format!("-{pid}")])
-                    .status();
+            // The whole group: what the shell started dies with it. (Through rustix's safe call,
+            // never a `kill` program, whose parsing of a negative pid varies between versions.)
+            if let Some(pid) = child
+                .id()
+                .and_then(|p| i32::try_from(p).ok())
+                .and_then(rustix::process::Pid::from_raw)
+            {
+                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
             }
             let _ = child.kill().await;
             (None, true)
