@@ -24,8 +24,12 @@ pub struct LegStream {
 
 impl LegStream {
     pub(crate) fn new(response: reqwest::Response) -> Self {
+        Self::from_body(Box::pin(response.bytes_stream()))
+    }
+
+    fn from_body(body: BoxStream<'static, reqwest::Result<bytes::Bytes>>) -> Self {
         Self {
-            body: Box::pin(response.bytes_stream()),
+            body,
             buf: BytesMut::new(),
             finished: false,
         }
@@ -116,6 +120,36 @@ impl Stream for LegStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::StreamExt;
+
+    fn events(chunks: &[&'static str]) -> Vec<Result<AgentEvent, Error>> {
+        let body = futures::stream::iter(
+            chunks
+                .iter()
+                .map(|c| Ok(bytes::Bytes::from_static(c.as_bytes())))
+                .collect::<Vec<_>>(),
+        );
+        futures::executor::block_on(LegStream::from_body(Box::pin(body)).collect())
+    }
+
+    #[test]
+    fn lines_split_across_chunks_pings_skipped_and_the_terminal_event_ends_it() {
+        let got = events(&[
+            "{\"event\":\"te",
+            "xt\",\"text\":\"a\"}\n{\"event\":\"ping\"}\n",
+            "{\"event\":\"done\",\"finish_reason\":\"stop\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}\n",
+            "{\"event\":\"text\",\"text\":\"after the end\"}\n",
+        ]);
+        assert_eq!(got.len(), 2);
+        assert!(matches!(&got[0], Ok(AgentEvent::Text { text }) if text == "a"));
+        assert!(matches!(&got[1], Ok(AgentEvent::Done { .. })));
+    }
+
+    #[test]
+    fn a_body_without_a_terminal_event_is_truncated() {
+        let got = events(&["{\"event\":\"text\",\"text\":\"a\"}\n"]);
+        assert!(matches!(got.last(), Some(Err(Error::Truncated))));
+    }
 
     #[test]
     fn unknown_kinds_are_skipped_and_bad_lines_are_errors() {

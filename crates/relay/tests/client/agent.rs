@@ -63,7 +63,7 @@ async fn a_bad_token_says_to_run_relay_login_and_quota_says_so() {
         .await;
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("run `relay login"),
+        stderr(&out).contains("Run `relay login --server"),
         "{}",
         stderr(&out).to_lowercase()
     );
