@@ -104,10 +104,10 @@ impl Stream for LegStream {
                     // A last line without its newline still counts.
                     if !self.buf.is_empty() {
                         self.buf.extend_from_slice(b"\n");
-                        if let Some(item) = self.next_buffered() {
-                            if matches!(&item, Ok(e) if e.is_terminal()) {
-                                return Poll::Ready(Some(item));
-                            }
+                        if let Some(item) = self.next_buffered()
+                            && matches!(&item, Ok(e) if e.is_terminal())
+                        {
+                            return Poll::Ready(Some(item));
                         }
                     }
                     return Poll::Ready(Some(Err(Error::Truncated)));
