@@ -9,7 +9,7 @@ use crate::ErrorCode;
 use crate::tools::{ToolDef, ToolRole};
 
 /// One agent leg.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct AgentRequest {
     /// At least one. Rules across messages (a tool result answers an earlier call, a user message
     /// has content) cannot be written in JSON Schema; a leg that breaks them gets 400.

@@ -1,4 +1,7 @@
-//! The `relay` binary: only the command-line definitions; everything else is in `relay-server`.
+//! The `relay` binary: only the command-line definitions; the service is in `relay-server`, the
+//! client commands in `client`.
+
+mod client;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -40,6 +43,8 @@ enum Command {
     },
     /// Print the OpenAPI document.
     Openapi,
+    #[command(flatten)]
+    Client(client::ClientCommand),
 }
 
 #[derive(Subcommand)]
@@ -96,6 +101,7 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Client(command) => client::run(command).await,
         Command::Openapi => {
             println!("{}", relay_server::routes::openapi().to_pretty_json()?);
             Ok(())

@@ -1,0 +1,102 @@
+//! `relay login`, `relay logout` and `relay whoami`.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use anyhow::Context;
+use relay_client::Client;
+
+use super::credentials::{Entry, Store};
+use super::{connect, explain, server_url};
+
+/// Asks on the terminal (without echo) when there is one, else reads stdin's first line.
+fn read_secret(prompt: &str) -> anyhow::Result<String> {
+    if std::io::stdin().is_terminal() {
+        return rpassword::prompt_password(prompt).context("cannot read the password");
+    }
+    first_line()
+}
+
+fn first_line() -> anyhow::Result<String> {
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_owned())
+}
+
+pub async fn login(server: Option<String>, email: Option<String>) -> anyhow::Result<()> {
+    let server = server_url(server);
+    let email = match email {
+        Some(e) => e,
+        None => {
+            eprint!("email: ");
+            std::io::stderr().flush()?;
+            first_line()?
+        }
+    };
+    let password = read_secret("password: ")?;
+    let client = Client::new(server.as_str())?;
+    let session = client
+        .signin(&email, &password)
+        .await
+        .map_err(|e| match e.status() {
+            Some(401) => anyhow::anyhow!("wrong email or password"),
+            _ => explain(&server, e),
+        })?;
+    let mut store = Store::open()?;
+    store.set(
+        &server,
+        Entry {
+            token: session.token,
+            email: session.email.clone(),
+        },
+    );
+    store.save()?;
+    eprintln!(
+        "signed in to {server} as {} (token in {})",
+        session.email,
+        store.path().display()
+    );
+    Ok(())
+}
+
+pub async fn logout(server: Option<String>) -> anyhow::Result<()> {
+    let server = server_url(server);
+    let mut store = Store::open()?;
+    let Some(entry) = store.remove(&server) else {
+        eprintln!("not signed in to {server}");
+        return Ok(());
+    };
+    let client = Client::new(server.as_str())?.with_token(Some(entry.token));
+    // The token is forgotten even when the relay cannot be reached: signing out must not fail open.
+    let signed_out = client.signout().await;
+    store.save()?;
+    match signed_out {
+        Ok(()) => eprintln!("signed out of {server}"),
+        Err(e) => eprintln!("forgot the token for {server}; the relay did not confirm: {e}"),
+    }
+    Ok(())
+}
+
+pub async fn whoami(server: Option<String>) -> anyhow::Result<()> {
+    let server = server_url(server);
+    let me = connect(&server)?
+        .me()
+        .await
+        .map_err(|e| explain(&server, e))?;
+    if me.auth {
+        let remaining = if me.remaining < 0 {
+            "unlimited".to_owned()
+        } else {
+            me.remaining.to_string()
+        };
+        println!(
+            "{} ({}) on {server}: {} legs used, {remaining} remaining",
+            me.email, me.role, me.used
+        );
+    } else {
+        println!(
+            "open mode on {server}: no accounts; {} legs served",
+            me.used
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! The client side of the `relay` binary: `login`, `logout`, `whoami` and `agent`, all on
+//! `relay-client`. Which relay and which token: `--server`, else `RELAY_URL`, else the local default;
+//! `RELAY_TOKEN`, else the token `relay login` stored for that server, else none (open mode).
+
+mod agent;
+mod approval;
+mod credentials;
+mod login;
+mod project;
+mod tools;
+
+use clap::Subcommand;
+use relay_client::{Client, Error};
+use relay_wire::ErrorCode;
+
+pub use agent::AgentArgs;
+
+/// Where a client talks to when nothing says otherwise (spec §1).
+pub const DEFAULT_SERVER: &str = "http://127.0.0.1:7711";
+
+#[derive(Subcommand)]
+pub enum ClientCommand {
+    /// Sign in to a relay and store the token (password from the terminal or stdin's first line).
+    Login {
+        #[arg(long)]
+        server: Option<String>,
+        #[arg(long)]
+        email: Option<String>,
+    },
+    /// Sign out and forget the stored token.
+    Logout {
+        #[arg(long)]
+        server: Option<String>,
+    },
+    /// Print the account the token belongs to (`GET /v1/me`).
+    Whoami {
+        #[arg(long)]
+        server: Option<String>,
+    },
+    /// Run the coding agent: with -p to the end of one task, else an interactive session.
+    Agent(AgentArgs),
+}
+
+pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
+    match command {
+        ClientCommand::Login { server, email } => login::login(server, email).await,
+        ClientCommand::Logout { server } => login::logout(server).await,
+        ClientCommand::Whoami { server } => login::whoami(server).await,
+        ClientCommand::Agent(args) => agent::run(args).await,
+    }
+}
+
+/// The relay's URL: the flag, else `RELAY_URL`, else the default.
+fn server_url(flag: Option<String>) -> String {
+    flag.or_else(|| std::env::var("RELAY_URL").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| DEFAULT_SERVER.to_owned())
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+/// A client for `server` with `RELAY_TOKEN`, else the stored token, else none.
+fn connect(server: &str) -> anyhow::Result<Client> {
+    let token = match std::env::var("RELAY_TOKEN").ok().filter(|t| !t.is_empty()) {
+        Some(t) => Some(t),
+        None => credentials::Store::open()?.token(server),
+    };
+    Ok(Client::new(server)?.with_token(token))
+}
+
+/// The user-facing sentence for a failed call: what to do about it where there is something to do.
+fn explain(server: &str, e: Error) -> anyhow::Error {
+    match (e.status(), e.code()) {
+        (Some(401), _) => anyhow::anyhow!(
+            "{server} refused the request: not signed in or the token expired (HTTP 401). Run `relay login --server {server}`."
+        ),
+        (_, Some(ErrorCode::QuotaExceeded)) => {
+            anyhow::anyhow!("quota exceeded (HTTP 403 quota_exceeded): {}", message(&e))
+        }
+        _ => anyhow::anyhow!("{e}"),
+    }
+}
+
+fn message(e: &Error) -> String {
+    match e {
+        Error::Api { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}

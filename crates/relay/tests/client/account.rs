@@ -1,0 +1,87 @@
+//! `relay login`, `relay whoami`, `relay logout` and the credentials file.
+
+use std::os::unix::fs::PermissionsExt;
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn login_stores_a_private_token_per_server_whoami_uses_it_logout_revokes_it() {
+    let relay = Relay::with_auth(vec![], "").await;
+    relay.signup("dev@example.com").await;
+    let p = project(None);
+    let run = Run::new(&relay, p.path());
+
+    let out = run
+        .run(&["login", "--email", "dev@example.com"], "wrong-password\n")
+        .await;
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("wrong email or password"));
+
+    let out = run
+        .run(
+            &["login", "--email", "dev@example.com"],
+            "correct-horse-battery\n",
+        )
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let file = run.home.join("config/relay/credentials.toml");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let stored: toml::Value = toml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let token = stored["servers"][relay.url.as_str()]["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(token.starts_with("rly_"));
+
+    let out = run.run(&["whoami"], "").await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("dev@example.com (user)"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = run.run(&["agent", "-p", "hello"], "").await;
+    assert!(
+        out.status.success(),
+        "the stored token is used by agent: {}",
+        stderr(&out)
+    );
+
+    let out = run.run(&["logout"], "").await;
+    assert!(out.status.success());
+    let after = std::fs::read_to_string(&file).unwrap();
+    assert!(!after.contains(&token));
+    let me = relay_client::Client::new(relay.url.as_str())
+        .unwrap()
+        .with_token(Some(token))
+        .me()
+        .await;
+    assert_eq!(
+        me.unwrap_err().status(),
+        Some(401),
+        "signout revoked the token"
+    );
+    let out = run.run(&["whoami"], "").await;
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("relay login"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_xdg_config_home_credentials_go_to_dot_config() {
+    let relay = Relay::with_auth(vec![], "").await;
+    relay.signup("home@example.com").await;
+    let p = project(None);
+    let run = Run::new(&relay, p.path());
+    let mut cmd = run.command(&["login", "--email", "home@example.com"]);
+    cmd.env_remove("XDG_CONFIG_HOME");
+    let mut child = cmd.spawn().unwrap();
+    use tokio::io::AsyncWriteExt;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"correct-horse-battery\n").await.unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(run.home.join(".config/relay/credentials.toml").is_file());
+}

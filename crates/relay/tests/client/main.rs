@@ -1,0 +1,12 @@
+//! The reference client end to end: the real `relay` binary (and the `relay-client` crate) against a
+//! real relay whose model is a scripted upstream.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+mod account;
+mod agent;
+mod crate_api;
+mod panes;
+mod rules;
+mod support;
+mod tools;
