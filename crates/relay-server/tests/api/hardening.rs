@@ -352,7 +352,10 @@ async fn concurrent_signins_check_no_more_wrong_passwords_than_the_budget() {
             "{answers:?}"
         );
     }
-    assert_eq!(answers[44].0, 429, "the right password sent 45th, after the budget was spent: {answers:?}");
+    assert_eq!(
+        answers[44].0, 429,
+        "the right password sent 45th, after the budget was spent: {answers:?}"
+    );
 }
 
 fn behind_proxy(dir: &std::path::Path) -> relay_server::Config {
