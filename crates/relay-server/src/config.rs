@@ -38,6 +38,22 @@ pub struct Config {
     /// Cross-origin access; closed unless origins are listed.
     #[serde(default)]
     pub cors: CorsConfig,
+    /// Open mode only: host names (a `Host` header without its port, or with it) accepted besides
+    /// `localhost`, `127.0.0.1` and `[::1]`; any other `Host` is 403, which defeats DNS rebinding.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Peers (CIDRs, e.g. `10.0.0.0/8`) whose `X-Forwarded-For` is believed: from them the client
+    /// address is the right-most forwarded address that is not itself trusted. Empty: the TCP peer.
+    #[serde(default)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// On shutdown, in-flight requests get this long to finish; then each open leg ends with an
+    /// `error` line (`retryable: true`) and the process exits.
+    #[serde(default = "default_shutdown_grace_ms")]
+    pub shutdown_grace_ms: u64,
+}
+
+fn default_shutdown_grace_ms() -> u64 {
+    10_000
 }
 
 fn default_bind() -> SocketAddr {
@@ -292,8 +308,16 @@ pub struct LimitsConfig {
     /// Failed signins allowed per email and per client address in `signin_window_secs`.
     #[serde(default = "default_signin_failures")]
     pub signin_failures: u32,
+    /// The window of `signin_failures`: a lock lasts until the oldest counted failure is this old.
     #[serde(default = "default_signin_window_secs")]
     pub signin_window_secs: u64,
+    /// Signups allowed per client address in an hour (each one costs an Argon2id hash).
+    #[serde(default = "default_signups_per_hour")]
+    pub signups_per_hour: u32,
+}
+
+fn default_signups_per_hour() -> u32 {
+    20
 }
 
 fn default_agent_per_minute() -> u32 {
@@ -324,6 +348,7 @@ impl Default for LimitsConfig {
             suggest_burst: default_suggest_burst(),
             signin_failures: default_signin_failures(),
             signin_window_secs: default_signin_window_secs(),
+            signups_per_hour: default_signups_per_hour(),
         }
     }
 }
@@ -379,6 +404,9 @@ impl Default for Config {
             search: None,
             limits: LimitsConfig::default(),
             cors: CorsConfig::default(),
+            allowed_hosts: Vec::new(),
+            trusted_proxies: Vec::new(),
+            shutdown_grace_ms: default_shutdown_grace_ms(),
         }
     }
 }
@@ -401,7 +429,8 @@ impl Config {
     pub fn from_toml(text: &str, origin: &Path) -> Result<Self, ConfigError> {
         toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: origin.to_owned(),
-            message: e.to_string().trim_end().replace('\n', " "),
+            // As written: toml's message spans lines (the offending line, a caret under it).
+            message: format!("\n{}", e.to_string().trim_end()),
         })
     }
 
@@ -469,6 +498,7 @@ impl Config {
             ("limits.suggest_per_minute", limits.suggest_per_minute),
             ("limits.suggest_burst", limits.suggest_burst),
             ("limits.signin_failures", limits.signin_failures),
+            ("limits.signups_per_hour", limits.signups_per_hour),
         ] {
             if value == 0 {
                 return bad(format!("{name} must be at least 1"));
@@ -633,6 +663,25 @@ mod tests {
         assert_eq!(c.auth.unwrap().url, "sqlite://other.db");
         let err = Config::default().apply_env(&MapEnv(HashMap::from([("RELAY_BIND", "x")])));
         assert!(err.unwrap_err().to_string().contains("RELAY_BIND"));
+    }
+
+    #[test]
+    fn new_top_level_settings_parse_and_a_bad_cidr_is_named() {
+        let c = Config::from_toml(
+            "trusted_proxies = [\"10.0.0.0/8\", \"127.0.0.1/32\"]\nallowed_hosts = [\"relay.lan\"]\n\
+             shutdown_grace_ms = 500\n[limits]\nsignups_per_hour = 5\n",
+            Path::new("x"),
+        )
+        .unwrap();
+        assert_eq!(c.trusted_proxies.len(), 2);
+        assert_eq!(c.allowed_hosts, ["relay.lan"]);
+        assert_eq!((c.shutdown_grace_ms, c.limits.signups_per_hour), (500, 5));
+        assert_eq!(Config::default().shutdown_grace_ms, 10_000);
+        assert_eq!(Config::default().limits.signups_per_hour, 20);
+        let err = Config::from_toml("trusted_proxies = [\"10.0.0.0/33\"]\n", Path::new("x"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("trusted_proxies"), "{err}");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Per-caller rate limits for agent legs and suggestions (CONTRACT.md, Quota), keyed by user id.
+//! Per-caller rate limits for agent legs and suggestions (CONTRACT.md, Quota), keyed by user id,
+//! and for signups, keyed by client address.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -25,6 +26,15 @@ impl CallerLimit {
         }
     }
 
+    /// `per_hour` in an hour, all of them at once if need be.
+    pub fn per_hour(per_hour: u32) -> Self {
+        let n = NonZeroU32::new(per_hour).unwrap_or(NonZeroU32::MIN);
+        Self {
+            limiter: RateLimiter::keyed(Quota::per_hour(n).allow_burst(n)),
+            clock: DefaultClock::default(),
+        }
+    }
+
     /// Spends one cell of `caller`'s budget, or answers 429 with the wait.
     pub fn check(&self, caller: &str) -> Result<(), ApiError> {
         let key = caller.to_owned();
@@ -45,6 +55,8 @@ impl CallerLimit {
 pub struct Limits {
     pub agent: CallerLimit,
     pub suggest: CallerLimit,
+    /// Signups per client address (`[limits] signups_per_hour`).
+    pub signup: CallerLimit,
 }
 
 impl Limits {
@@ -52,6 +64,7 @@ impl Limits {
         Self {
             agent: CallerLimit::new(config.agent_per_minute, config.agent_burst),
             suggest: CallerLimit::new(config.suggest_per_minute, config.suggest_burst),
+            signup: CallerLimit::per_hour(config.signups_per_hour),
         }
     }
 }

@@ -130,7 +130,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                      and [[models]] to the configuration."
                 );
             }
-            relay_server::serve(listener, relay.router(), relay_server::shutdown_signal()).await?;
+            relay_server::shutdown::serve_bounded(
+                &relay,
+                listener,
+                relay_server::shutdown_signal(),
+            )
+            .await?;
             Ok(())
         }
         Command::Users { command } => {

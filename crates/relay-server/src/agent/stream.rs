@@ -271,7 +271,13 @@ impl Leg {
         let idle_at = self.last_upstream + self.idle;
         let ping_at = self.last_line + self.ping;
         let deadline = idle_at.min(ping_at);
-        match tokio::time::timeout_at(deadline.into(), self.events.next()).await {
+        let stop = self.state.legs_stop().clone();
+        let next = tokio::select! {
+            biased;
+            () = stop.cancelled() => return Some(self.shut_down()),
+            next = tokio::time::timeout_at(deadline.into(), self.events.next()) => next,
+        };
+        match next {
             Ok(Some(Ok(event))) => {
                 self.last_upstream = Instant::now();
                 self.translate(event)
@@ -327,6 +333,17 @@ impl Leg {
                     }
                 })
             }
+        }
+    }
+
+    /// The server is stopping past its grace period: the client should retry the leg elsewhere.
+    fn shut_down(&mut self) -> AgentEvent {
+        self.finished = true;
+        self.state.metrics().leg(&self.model.name, "error");
+        AgentEvent::Error {
+            error: ErrorCode::ProviderUnavailable,
+            message: "the relay is shutting down; retry the leg".into(),
+            retryable: true,
         }
     }
 
