@@ -158,6 +158,11 @@ impl Models {
         self.suggest.as_ref()
     }
 
+    /// Every configured model, in configuration order.
+    pub fn entries(&self) -> &[Arc<ModelEntry>] {
+        &self.entries
+    }
+
     pub fn names(&self) -> Vec<&str> {
         self.entries.iter().map(|e| e.name.as_str()).collect()
     }
