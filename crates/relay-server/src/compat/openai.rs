@@ -147,6 +147,7 @@ pub struct OpenAiErrorBody {
         (status = 200, description = "A `chat.completion`, or with `stream: true` SSE `chat.completion.chunk`s then `data: [DONE]`; a failure after the first chunk is a `data: {error}` chunk. `x-relay-note-ids` lists the injected notes.",
             body = ChatCompletion, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
         (status = 400, description = "`invalid_request_error`", body = OpenAiErrorBody),
+        (status = 401, description = "`authentication_error`", body = OpenAiErrorBody),
         (status = 403, description = "`permission_error` with code `quota_exceeded`", body = OpenAiErrorBody),
         (status = 429, description = "`rate_limit_error`; see Retry-After", body = OpenAiErrorBody),
         (status = 502, description = "Every model failed before answering", body = OpenAiErrorBody),

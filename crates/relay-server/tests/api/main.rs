@@ -5,6 +5,7 @@
 mod accounts;
 mod agent;
 mod agent_faults;
+mod compat;
 mod docs;
 mod fake_upstream;
 mod helpers;
