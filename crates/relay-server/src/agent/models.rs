@@ -189,6 +189,13 @@ fn build_provider(
             key,
             http.clone(),
         )),
+        ProviderKind::OpenaiResponses => {
+            Arc::new(providers::openai_responses::OpenAiResponsesProvider::new(
+                base(providers::openai_responses::DEFAULT_BASE_URL),
+                key,
+                http.clone(),
+            ))
+        }
         ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(
             base(providers::anthropic::DEFAULT_BASE_URL),
             key,
