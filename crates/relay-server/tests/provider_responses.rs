@@ -87,19 +87,22 @@ fn outcome(items: &[Result<ProviderEvent, ProviderError>]) -> Outcome {
     }
 }
 
+/// (id, name, arguments) of each expected call.
+type Calls = &'static [(&'static str, &'static str, &'static str)];
+
+/// (input, output, cached input) tokens.
+type TokenCounts = (u64, u64, Option<u64>);
+
+/// What the fake upstream saw: path, authorization header, body.
+type Seen = Arc<Mutex<Vec<(String, Option<String>, Value)>>>;
+
 /// What a fixture must produce, written by reading it. Long texts are checked by their start,
 /// their end and their length in characters.
 struct Case {
     file: &'static str,
     text: (&'static str, &'static str, usize),
     reasoning: (&'static str, usize),
-    end: Result<
-        (
-            &'static [(&'static str, &'static str, &'static str)],
-            (u64, u64, Option<u64>),
-        ),
-        (u16, &'static str),
-    >,
+    end: Result<(Calls, TokenCounts), (u16, &'static str)>,
 }
 
 const CASES: &[Case] = &[
@@ -413,7 +416,7 @@ fn the_request_maps_instructions_items_and_function_tools() {
 
 #[tokio::test]
 async fn the_adapter_posts_to_responses_with_the_key_and_reads_the_stream() {
-    let seen: Arc<Mutex<Vec<(String, Option<String>, Value)>>> = Arc::default();
+    let seen: Seen = Arc::default();
     let recorded = sse_body("local-llamacpp/responses_tools.sse");
     let log = seen.clone();
     let app = axum::Router::new().fallback(

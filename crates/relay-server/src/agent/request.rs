@@ -60,13 +60,13 @@ pub fn project_of(req: &AgentRequest) -> Result<Option<String>, ApiError> {
     {
         return Ok(Some(p.as_str().to_owned()));
     }
-    Ok(project_from(
+    project_from(
         None,
         [&req.git_remote, &req.root, &req.cwd]
             .into_iter()
             .flatten()
             .map(String::as_str),
-    )?)
+    )
 }
 
 /// The project named by `id`, else derived from the first non-empty of `sources` (git remote,

@@ -535,3 +535,34 @@ async fn an_openai_request_is_answered_by_an_anthropic_model() {
     assert_eq!(calls[1]["function"]["name"], "pelican_name_generator");
     assert_eq!(b["usage"]["prompt_tokens"], 542);
 }
+
+#[tokio::test]
+async fn compatible_calls_are_counted_by_route_and_as_legs_of_their_model() {
+    let fake = FakeUpstream::start().await;
+    let app = open_app(&fake).await;
+    app.post("/v1/chat/completions", None, &chat(false)).await;
+    let req =
+        json!({"model": "m2", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]});
+    app.post("/v1/messages", None, &req).await;
+    let text = app.get("/metrics", None).await.text().await.unwrap();
+    for key in [
+        r#"relay_http_requests_total{method="POST",route="/v1/chat/completions",status="200"} 1"#,
+        r#"relay_http_requests_total{method="POST",route="/v1/messages",status="200"} 1"#,
+    ] {
+        assert!(text.contains(key), "{key} missing from:\n{text}");
+    }
+    let legs: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("relay_agent_legs_total"))
+        .collect();
+    assert!(
+        legs.iter()
+            .any(|l| l.contains(r#"model="m1""#) && l.contains("done")),
+        "{legs:?}"
+    );
+    assert!(
+        legs.iter()
+            .any(|l| l.contains(r#"model="m2""#) && l.contains("done")),
+        "{legs:?}"
+    );
+}
