@@ -220,7 +220,7 @@ const CASES: &[Case] = &[
         text: (
             "I'll get the current weather information for San Francisco for you.",
             "",
-            68,
+            67,
         ),
         reasoning: ("The user is asking for the weather in San Francisco.", 242),
         end: Ok((
