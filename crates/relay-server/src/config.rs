@@ -205,6 +205,9 @@ pub struct ProviderConfig {
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     Openai,
+    /// OpenAI's Responses API (`/responses`), as OpenAI, llama.cpp and LM Studio serve it.
+    #[serde(rename = "openai_responses")]
+    OpenaiResponses,
     Anthropic,
     Gemini,
     Demo,
@@ -214,6 +217,7 @@ impl ProviderKind {
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Openai => "openai",
+            Self::OpenaiResponses => "openai_responses",
             Self::Anthropic => "anthropic",
             Self::Gemini => "gemini",
             Self::Demo => "demo",

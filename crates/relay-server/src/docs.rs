@@ -29,6 +29,7 @@ use crate::app::AppState;
         (name = "memory", description = "Durable per-user, per-project notes, injected into agent legs"),
         (name = "suggest", description = "Shell command suggestions and server-side web search"),
         (name = "operations", description = "Health, readiness, metrics and this reference"),
+        (name = "compatible", description = "OpenAI Chat Completions, Anthropic Messages and the models list, for SDKs and tools pointed at Relay; errors in each API's own shape"),
     )
 )]
 struct ApiDoc;

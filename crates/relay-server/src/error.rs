@@ -86,6 +86,11 @@ impl ApiError {
         self
     }
 
+    /// Seconds for `Retry-After`, when the error carries one.
+    pub fn retry_after(&self) -> Option<u64> {
+        self.retry_after
+    }
+
     pub fn status(&self) -> StatusCode {
         StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }

@@ -100,11 +100,17 @@ impl FromRequestParts<AppState> for Caller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
+        Self::from_token(state, crate::accounts::bearer_token(&parts.headers)).await
+    }
+}
+
+impl Caller {
+    /// The caller a token (from whichever header an endpoint reads it) stands for.
+    pub async fn from_token(state: &AppState, token: Option<&str>) -> Result<Self, ApiError> {
         let Some(auth) = state.auth() else {
             return Ok(Self::Local);
         };
-        let token =
-            crate::accounts::bearer_token(&parts.headers).ok_or_else(ApiError::unauthorized)?;
+        let token = token.ok_or_else(ApiError::unauthorized)?;
         let hash = crate::accounts::token_hash(token);
         match auth.session_user(&hash, crate::clock::now()).await? {
             Some(user) => Ok(Self::User(user)),

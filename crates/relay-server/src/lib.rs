@@ -7,6 +7,7 @@ pub mod accounts;
 pub mod agent;
 pub mod app;
 pub mod clock;
+pub mod compat;
 pub mod config;
 pub mod docs;
 pub mod domain;

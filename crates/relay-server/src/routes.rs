@@ -8,7 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::app::AppState;
-use crate::{accounts, agent, docs, health, memory, metrics, search, suggest, waitlist};
+use crate::{accounts, agent, compat, docs, health, memory, metrics, search, suggest, waitlist};
 
 pub fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(docs::base())
@@ -24,6 +24,16 @@ pub fn api() -> OpenApiRouter<AppState> {
             agent::BODY_LIMIT,
         ))
         .routes(routes!(agent::get_tools))
+        // OpenAI- and Anthropic-compatible endpoints (issue 15)
+        .routes(routes!(compat::models::list_models))
+        .routes(with_body_limit(
+            routes!(compat::openai::chat_completions),
+            compat::BODY_LIMIT,
+        ))
+        .routes(with_body_limit(
+            routes!(compat::anthropic::messages),
+            compat::BODY_LIMIT,
+        ))
         // Project memory (spec §4.4)
         .routes(routes!(memory::remember))
         .routes(routes!(memory::get_recall, memory::post_recall))

@@ -157,22 +157,15 @@ mod providers {
             "gemini/simonw-llm-gemini__tools_jsonarray.2.jsonarray",
             "Gemini without alt=sse; Relay always asks for SSE",
         ),
-        (
-            "local-lmstudio/vercel-ai__lmstudio-basic.1.chunks.txt",
-            "LM Studio's Responses API, not Chat Completions",
-        ),
-        (
-            "local-lmstudio/vercel-ai__lmstudio-tool-call.1.chunks.txt",
-            "LM Studio's Responses API, not Chat Completions",
-        ),
-        (
-            "local-llamacpp/responses_text.sse",
-            "llama.cpp's Responses API emulation",
-        ),
-        (
-            "local-llamacpp/responses_tools.sse",
-            "llama.cpp's Responses API emulation",
-        ),
+    ];
+
+    /// Responses API recordings: the `openai_responses` adapter replays them in
+    /// `tests/provider_responses.rs`.
+    const RESPONSES_FIXTURES: &[&str] = &[
+        "local-lmstudio/vercel-ai__lmstudio-basic.1.chunks.txt",
+        "local-lmstudio/vercel-ai__lmstudio-tool-call.1.chunks.txt",
+        "local-llamacpp/responses_text.sse",
+        "local-llamacpp/responses_tools.sse",
     ];
 
     /// llama.cpp answered these with HTTP 400 and a JSON body (not SSE): replayed over HTTP below.
@@ -789,6 +782,7 @@ mod providers {
             CASES.iter().any(|c| c.file == file)
                 || SKIPPED.iter().any(|(f, _)| *f == file)
                 || HTTP_ERROR_FIXTURES.iter().any(|(f, _)| *f == file)
+                || RESPONSES_FIXTURES.contains(&file)
         };
         let mut missing = Vec::new();
         for dir in [

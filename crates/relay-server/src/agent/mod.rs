@@ -19,7 +19,8 @@ use relay_wire::{ErrorBody, ErrorCode};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-pub use request::{ValidLeg, project_of, validate};
+pub use request::{ValidLeg, project_from, project_of, validate};
+pub use stream::Opened;
 
 use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -50,19 +51,44 @@ pub async fn stream_leg(
 ) -> ApiResult<Response> {
     let arrived = Instant::now();
     let leg = request::validate(&body)?;
-    let chain = state
-        .models()
-        .resolve(body.model.as_deref())
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::UnknownModel,
-                format!(
-                    "unknown model `{}`; use auto or one of: {}",
-                    body.model.as_deref().unwrap_or_default(),
-                    state.models().names().join(", ")
-                ),
-            )
-        })?;
+    let request_id = headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let opened = open_leg(
+        &state,
+        &caller,
+        request_id,
+        body.model.as_deref(),
+        leg,
+        arrived,
+    )
+    .await?;
+    Ok(stream::ndjson(opened.events))
+}
+
+/// Everything before the first byte of a leg, for `/v1/agent/stream` and the compatible
+/// endpoints alike: the model chain, the rate limit, quota admission beside the note lookup,
+/// then the chain until one model answers.
+pub async fn open_leg(
+    state: &AppState,
+    caller: &Caller,
+    request_id: String,
+    model: Option<&str>,
+    leg: ValidLeg,
+    arrived: Instant,
+) -> ApiResult<Opened> {
+    let chain = state.models().resolve(model).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::UnknownModel,
+            format!(
+                "unknown model `{}`; use auto or one of: {}",
+                model.unwrap_or_default(),
+                state.models().names().join(", ")
+            ),
+        )
+    })?;
     if chain.is_empty() {
         return Err(ApiError::new(
             ErrorCode::ProviderUnavailable,
@@ -73,7 +99,7 @@ pub async fn stream_leg(
     // Admission (a write) and the note lookup (reads) go to the store side by side: a leg waits
     // for the slower of the two, not for both. A refused leg's notes are thrown away.
     let admission = async {
-        Ok::<_, ApiError>(match &caller {
+        Ok::<_, ApiError>(match caller {
             Caller::User(user) => {
                 let auth = state
                     .auth()
@@ -93,14 +119,18 @@ pub async fn stream_leg(
             Caller::Local => stream::Quota::OpenMode(state.memory().clone()),
         })
     };
-    let (quota, injected) = tokio::join!(admission, inject::notes(&state, caller.user_id(), &leg));
+    let (quota, injected) = tokio::join!(admission, inject::notes(state, caller.user_id(), &leg));
     let quota = quota?;
-    let request_id = headers
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    stream::run(state, request_id, chain, leg, injected, quota, arrived).await
+    stream::open(
+        state.clone(),
+        request_id,
+        chain,
+        leg,
+        injected,
+        quota,
+        arrived,
+    )
+    .await
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

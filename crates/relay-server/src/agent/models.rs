@@ -158,6 +158,11 @@ impl Models {
         self.suggest.as_ref()
     }
 
+    /// Every configured model, in configuration order.
+    pub fn entries(&self) -> &[Arc<ModelEntry>] {
+        &self.entries
+    }
+
     pub fn names(&self) -> Vec<&str> {
         self.entries.iter().map(|e| e.name.as_str()).collect()
     }
@@ -184,6 +189,13 @@ fn build_provider(
             key,
             http.clone(),
         )),
+        ProviderKind::OpenaiResponses => {
+            Arc::new(providers::openai_responses::OpenAiResponsesProvider::new(
+                base(providers::openai_responses::DEFAULT_BASE_URL),
+                key,
+                http.clone(),
+            ))
+        }
         ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(
             base(providers::anthropic::DEFAULT_BASE_URL),
             key,

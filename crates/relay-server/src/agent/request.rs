@@ -60,10 +60,25 @@ pub fn project_of(req: &AgentRequest) -> Result<Option<String>, ApiError> {
     {
         return Ok(Some(p.as_str().to_owned()));
     }
-    let source = [&req.git_remote, &req.root, &req.cwd]
-        .into_iter()
-        .flatten()
-        .find(|s| !s.is_empty());
+    project_from(
+        None,
+        [&req.git_remote, &req.root, &req.cwd]
+            .into_iter()
+            .flatten()
+            .map(String::as_str),
+    )
+}
+
+/// The project named by `id`, else derived from the first non-empty of `sources` (git remote,
+/// root, cwd, in that order of preference): the first 12 hex characters of its SHA-256.
+pub fn project_from<'a>(
+    id: Option<&str>,
+    sources: impl IntoIterator<Item = &'a str>,
+) -> Result<Option<String>, ApiError> {
+    if let Some(p) = ProjectId::from_pair(id, None).map_err(bad)? {
+        return Ok(Some(p.as_str().to_owned()));
+    }
+    let source = sources.into_iter().find(|s| !s.is_empty());
     Ok(source.map(|s| hex::encode(Sha256::digest(s.as_bytes()))[..12].to_owned()))
 }
 

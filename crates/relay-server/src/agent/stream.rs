@@ -55,8 +55,17 @@ impl Quota {
     }
 }
 
-/// Tries the chain before the headers; returns the streaming response or the contract's JSON error.
-pub async fn run(
+/// A leg whose first provider output arrived: the model that answers, the injected notes' ids,
+/// and the leg's events, `start` first and one terminal event last (pings in between).
+pub struct Opened {
+    pub model: String,
+    pub note_ids: Vec<String>,
+    pub events: futures::stream::BoxStream<'static, AgentEvent>,
+}
+
+/// Tries the chain until a model produces its first output; the caller encodes the events
+/// (NDJSON for a leg, the compatible endpoints' own formats for theirs).
+pub async fn open(
     state: AppState,
     request_id: String,
     chain: Vec<Arc<ModelEntry>>,
@@ -64,7 +73,7 @@ pub async fn run(
     notes: Vec<Note>,
     quota: Quota,
     arrived: Instant,
-) -> ApiResult<Response> {
+) -> ApiResult<Opened> {
     let routing = &state.config().routing;
     let idle = Duration::from_millis(routing.idle_timeout_ms);
     let retries = routing.retries;
@@ -90,21 +99,19 @@ pub async fn run(
                         .observe(sent.elapsed().as_secs_f64());
                     state.metrics().notes_injected.inc_by(notes.len() as u64);
                     quota.served().await;
+                    let note_ids: Vec<String> = notes.iter().map(|n| n.id.clone()).collect();
                     let start = AgentEvent::Start {
                         request_id,
                         model: model.name.clone(),
                         project_id: leg.project_id.clone(),
                         notes: u32::try_from(notes.len()).unwrap_or(u32::MAX),
-                        note_ids: notes.iter().map(|n| n.id.clone()).collect(),
+                        note_ids: note_ids.clone(),
                     };
-                    return Ok(respond(
-                        state.clone(),
-                        model.clone(),
-                        start,
-                        first,
-                        events,
-                        idle,
-                    ));
+                    return Ok(Opened {
+                        model: model.name.clone(),
+                        note_ids,
+                        events: events_of(state.clone(), model.clone(), start, first, events, idle),
+                    });
                 }
                 Err(e) => {
                     tracing::warn!(model = %model.name, attempt, error = %e, "provider failed before any output");
@@ -173,14 +180,14 @@ fn backoff(e: &ProviderError, attempt: u32) -> Option<Duration> {
     }
 }
 
-fn respond(
+fn events_of(
     state: AppState,
     model: Arc<ModelEntry>,
     start: AgentEvent,
     first: ProviderEvent,
     events: EventStream,
     idle: Duration,
-) -> Response {
+) -> futures::stream::BoxStream<'static, AgentEvent> {
     state.metrics().active_streams.inc();
     let ping = Duration::from_millis(state.config().routing.ping_interval_ms);
     let now = Instant::now();
@@ -198,10 +205,15 @@ fn respond(
         idle,
         ping,
     };
-    let body = futures::stream::unfold(leg, |mut leg| async move {
-        let line = leg.next_line().await?;
-        Some((Ok::<Bytes, Infallible>(line), leg))
-    });
+    Box::pin(futures::stream::unfold(leg, |mut leg| async move {
+        let event = leg.next_event().await?;
+        Some((event, leg))
+    }))
+}
+
+/// The leg's events as NDJSON lines.
+pub fn ndjson(events: futures::stream::BoxStream<'static, AgentEvent>) -> Response {
+    let body = events.map(|event| Ok::<Bytes, Infallible>(encode(&event)));
     let mut response = Response::new(Body::from_stream(body));
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
@@ -244,8 +256,8 @@ impl Drop for Leg {
 }
 
 impl Leg {
-    /// The next NDJSON line, or `None` after the terminal one.
-    async fn next_line(&mut self) -> Option<Bytes> {
+    /// The next event, or `None` after the terminal one.
+    async fn next_event(&mut self) -> Option<AgentEvent> {
         if self.finished {
             return None;
         }
@@ -262,7 +274,7 @@ impl Leg {
                 },
             };
             self.last_line = Instant::now();
-            return Some(encode(&event));
+            return Some(event);
         }
     }
 

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod endpoint;
 pub mod gemini;
 pub mod openai;
+pub mod openai_responses;
 pub mod sse;
 
 use std::fmt;

@@ -5,6 +5,8 @@
 mod accounts;
 mod agent;
 mod agent_faults;
+mod compat;
+mod compat_sdk;
 mod docs;
 mod fake_upstream;
 mod hardening;

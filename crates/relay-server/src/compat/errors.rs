@@ -1,0 +1,57 @@
+//! Relay's errors in the shapes OpenAI's and Anthropic's APIs use, so each SDK raises its own
+//! typed exception (statuses stay Relay's: 403 for an exhausted quota, never a retried 429).
+
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use relay_wire::ErrorCode;
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+
+/// Which API's shapes an answer takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    OpenAi,
+    Anthropic,
+}
+
+/// The error `type` each API names a status with.
+fn error_type(api: Api, status: u16) -> &'static str {
+    match (api, status) {
+        (_, 400 | 422) => "invalid_request_error",
+        (_, 401) => "authentication_error",
+        (_, 403) => "permission_error",
+        (_, 404) => "not_found_error",
+        (Api::OpenAi, 413) => "invalid_request_error",
+        (Api::Anthropic, 413) => "request_too_large",
+        (_, 429) => "rate_limit_error",
+        (Api::Anthropic, 503) => "overloaded_error",
+        (_, _) => "api_error",
+    }
+}
+
+/// The JSON body of an error in `api`'s shape.
+pub fn body(api: Api, code: ErrorCode, message: &str) -> Value {
+    let kind = error_type(api, code.status());
+    match api {
+        Api::OpenAi => json!({"error": {
+            "message": message,
+            "type": kind,
+            "param": null,
+            "code": code.as_str(),
+        }}),
+        Api::Anthropic => json!({"type": "error", "error": {"type": kind, "message": message}}),
+    }
+}
+
+/// An `ApiError` answered in `api`'s shape, with Relay's status and `Retry-After`.
+pub fn respond(api: Api, e: ApiError) -> Response {
+    let status = e.status();
+    let mut response = (status, axum::Json(body(api, e.code, &e.message))).into_response();
+    if let Some(secs) = e.retry_after() {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    response
+}
