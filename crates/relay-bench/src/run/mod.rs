@@ -116,6 +116,7 @@ pub struct Options {
 /// The p99 a held rate must stay under.
 pub const P99_LIMIT_MS: f64 = 50.0;
 
+/// The whole benchmark.
 pub async fn run(opts: &Options) -> Result<Report> {
     let scale = &opts.scale;
     let dir = tempfile::tempdir()?;

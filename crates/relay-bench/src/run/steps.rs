@@ -247,8 +247,6 @@ pub(super) async fn check_direct(http: &reqwest::Client, url: &str) -> Result<()
     Ok(())
 }
 
-/// The whole benchmark.
-
 pub(super) async fn run_litellm(
     generator: &Generator,
     bin: &std::path::Path,
