@@ -89,7 +89,7 @@ pub(crate) const SKIPPED: &[(&str, &str)] = &[
 ];
 
 /// Responses API recordings: the `openai_responses` adapter replays them in
-/// `tests/provider_responses.rs`.
+/// `responses.rs`.
 pub(crate) const RESPONSES_FIXTURES: &[&str] = &[
     "local-lmstudio/vercel-ai__lmstudio-basic.1.chunks.txt",
     "local-lmstudio/vercel-ai__lmstudio-tool-call.1.chunks.txt",

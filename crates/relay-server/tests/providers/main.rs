@@ -4,7 +4,8 @@
 //! with a table written by reading the fixture (text, reasoning, tool calls, usage, finish)
 //! (`cases`). Every raw SSE fixture is then re-split at every byte (`resplit`), behaviour no
 //! fixture shows is driven by hand (`behaviour`, with the demo provider), and each adapter is run
-//! over real HTTP against a fake upstream that serves the recorded bytes (`http`). This file holds
+//! over real HTTP against a fake upstream that serves the recorded bytes (`http`). The Responses
+//! API adapter has its own table and checks (`responses`). This file holds
 //! what they share: reading fixtures and driving bytes through an adapter's normaliser.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
@@ -13,6 +14,7 @@ mod behaviour;
 mod cases;
 mod http;
 mod resplit;
+mod responses;
 
 use std::convert::Infallible;
 use std::path::PathBuf;
