@@ -10,6 +10,7 @@ mod fake_upstream;
 mod helpers;
 mod memory;
 mod memory_store;
+mod metrics;
 mod operations;
 mod search;
 mod security;
