@@ -806,7 +806,11 @@ async fn a_nul_character_in_a_note_is_never_a_server_error() {
             // PostgreSQL cannot hold a NUL in text: the request's fault, not the server's.
             expect_error(r, 400, "invalid_request").await;
         } else {
-            assert!(r.status().is_success() || r.status() == 400, "{}", r.status());
+            assert!(
+                r.status().is_success() || r.status() == 400,
+                "{}",
+                r.status()
+            );
         }
     }
     let r = app.remember(None, "p", "plain").await;
