@@ -165,6 +165,7 @@ impl Users {
             .await?
             .ok_or_else(|| OperatorError::NoSuchUser(email.to_string()))?;
         self.stores.memory.memory.delete_all_notes(&user.id).await?;
+        self.stores.memory.memory.forget_counters(&user.id).await?;
         Ok(user)
     }
 }

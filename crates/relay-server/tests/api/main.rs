@@ -13,6 +13,7 @@ mod hardening;
 mod helpers;
 mod memory;
 mod memory_store;
+mod metrics;
 mod operations;
 mod search;
 mod security;

@@ -614,12 +614,17 @@ impl MemoryStore for SqliteStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        sqlx::query("DELETE FROM note_counters WHERE user_id = ?")
-            .bind(user_id)
-            .execute(&mut *tx)
-            .await?;
+        // The id counters stay (they hold no note text): an id is never reused, even after this.
         tx.commit().await?;
         Ok(deleted)
+    }
+
+    async fn forget_counters(&self, user_id: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM note_counters WHERE user_id = ?")
+            .bind(user_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn ping(&self) -> StoreResult<()> {
