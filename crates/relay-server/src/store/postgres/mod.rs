@@ -93,7 +93,18 @@ impl PgStore {
             .test_before_acquire(true)
             .connect_with(connect)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to PostgreSQL at {target}: {e}"))?;
+            .map_err(|e| {
+                // Said plainly: a refused certificate is a configuration problem, not an outage.
+                // sqlx reports a handshake the verifier refused as an I/O error carrying rustls' text.
+                let tls = matches!(e, sqlx::Error::Tls(_)) || e.to_string().contains("certificate");
+                if tls {
+                    anyhow::anyhow!(
+                        "cannot connect to PostgreSQL at {target}: TLS failed ({e}); check sslmode and sslrootcert in the URL"
+                    )
+                } else {
+                    anyhow::anyhow!("cannot connect to PostgreSQL at {target}: {e}")
+                }
+            })?;
         MIGRATOR
             .run(&pool)
             .await
