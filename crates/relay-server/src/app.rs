@@ -44,6 +44,7 @@ struct Inner {
     docs: Docs,
     models: crate::agent::models::Models,
     limits: crate::limits::Limits,
+    shared_limits: Option<Arc<crate::shared_limits::SharedStore>>,
     search: Option<Arc<dyn crate::search::SearchBackend>>,
 }
 
@@ -79,6 +80,10 @@ impl AppState {
     }
     pub fn limits(&self) -> &crate::limits::Limits {
         &self.0.limits
+    }
+    /// The Redis store that shares limits across instances; `None` without `[limits] url`.
+    pub fn shared_limits(&self) -> Option<&Arc<crate::shared_limits::SharedStore>> {
+        self.0.shared_limits.as_ref()
     }
     /// The web search backend; `None` without `[search]`.
     pub fn search(&self) -> Option<&Arc<dyn crate::search::SearchBackend>> {
@@ -176,7 +181,17 @@ impl Relay {
         env: &dyn crate::config::Env,
     ) -> anyhow::Result<Self> {
         let models = crate::agent::models::Models::from_config(&config, env)?;
-        let limits = crate::limits::Limits::new(&config.limits);
+        let metrics = Metrics::new();
+        let shared_limits = match &config.limits.url {
+            Some(url) => Some(Arc::new(crate::shared_limits::SharedStore::open(
+                url,
+                &config.limits.prefix,
+                env.var("REDIS_PASSWORD"),
+                metrics.limits_store_errors.clone(),
+            )?)),
+            None => None,
+        };
+        let limits = crate::limits::Limits::new(&config.limits, shared_limits.as_ref());
         let search = crate::search::from_config(config.search.as_ref(), env)?;
         let (memory_kib, iterations) = config
             .auth
@@ -199,10 +214,11 @@ impl Relay {
                 config,
                 passwords,
                 signin_throttle,
-                metrics: Metrics::new(),
+                metrics,
                 docs,
                 models,
                 limits,
+                shared_limits,
                 search,
             })),
         })
@@ -250,11 +266,22 @@ impl Relay {
                             .get::<RequestId>()
                             .and_then(|id| id.header_value().to_str().ok())
                             .unwrap_or("-");
-                        tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+                        // The route template and status are filled in once known; the span continues
+                        // the caller's W3C trace when it sent one.
+                        let span = tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id,
+                            otel.name = %req.method(), otel.kind = "server", http.request.method = %req.method(),
+                            http.route = tracing::field::Empty, http.response.status_code = tracing::field::Empty,
+                            otel.status_code = tracing::field::Empty);
+                        crate::telemetry::continue_trace(&span, req.headers());
+                        span
                     })
                     .on_request(())
                     .on_response(
-                        |res: &Response, latency: Duration, _span: &tracing::Span| {
+                        |res: &Response, latency: Duration, span: &tracing::Span| {
+                            span.record("http.response.status_code", res.status().as_u16());
+                            if res.status().is_server_error() {
+                                span.record("otel.status_code", "ERROR");
+                            }
                             tracing::info!(status = res.status().as_u16(), latency_ms = latency.as_secs_f64() * 1000.0, "response");
                         },
                     ),

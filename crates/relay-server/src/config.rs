@@ -38,6 +38,9 @@ pub struct Config {
     /// Cross-origin access; closed unless origins are listed.
     #[serde(default)]
     pub cors: CorsConfig,
+    /// Trace export over OTLP; off unless an endpoint is given.
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetryConfig,
 }
 
 fn default_bind() -> SocketAddr {
@@ -294,6 +297,17 @@ pub struct LimitsConfig {
     pub signin_failures: u32,
     #[serde(default = "default_signin_window_secs")]
     pub signin_window_secs: u64,
+    /// A Redis server (`redis://` or `rediss://`) that shares these limits across instances;
+    /// absent: each instance counts in its own memory.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Key prefix in Redis, so several deployments can share one server.
+    #[serde(default = "default_limits_prefix")]
+    pub prefix: String,
+}
+
+fn default_limits_prefix() -> String {
+    "relay".to_owned()
 }
 
 fn default_agent_per_minute() -> u32 {
@@ -324,6 +338,8 @@ impl Default for LimitsConfig {
             suggest_burst: default_suggest_burst(),
             signin_failures: default_signin_failures(),
             signin_window_secs: default_signin_window_secs(),
+            url: None,
+            prefix: default_limits_prefix(),
         }
     }
 }
@@ -379,6 +395,7 @@ impl Default for Config {
             search: None,
             limits: LimitsConfig::default(),
             cors: CorsConfig::default(),
+            telemetry: crate::telemetry::TelemetryConfig::default(),
         }
     }
 }
@@ -435,6 +452,9 @@ impl Config {
         if let Some(url) = env.var("RELAY_AUTH_URL") {
             // Setting the auth store from the environment turns auth on, as a file `[auth]` table would.
             self.auth.get_or_insert_with(AuthConfig::default).url = url;
+        }
+        if let Some(endpoint) = env.var("OTEL_EXPORTER_OTLP_ENDPOINT") {
+            self.telemetry.otlp_endpoint = Some(endpoint);
         }
         Ok(())
     }

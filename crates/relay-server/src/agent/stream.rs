@@ -11,6 +11,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use futures::StreamExt;
+use tracing::Instrument;
 use relay_wire::ErrorCode;
 use relay_wire::agent::{
     AgentEvent, FinishReason as WireFinish, ToolCall as WireCall, Usage as WireUsage,
@@ -79,7 +80,25 @@ pub async fn run(
     'chain: for model in &chain {
         for attempt in 0..=retries {
             let sent = Instant::now();
-            match first_output(model, leg.to_chat(&model.upstream, system.clone()), idle).await {
+            let span = attempt_span(model, attempt);
+            let tried = first_output(model, leg.to_chat(&model.upstream, system.clone()), idle)
+                .instrument(span.clone())
+                .await;
+            let outcome = match &tried {
+                Ok(_) => "output",
+                Err(e) => e.kind(),
+            };
+            span.record("relay.outcome", outcome);
+            span.record(
+                "relay.time_to_first_output_ms",
+                sent.elapsed().as_secs_f64() * 1000.0,
+            );
+            if tried.is_err() {
+                span.record("otel.status_code", "ERROR");
+                span.record("error.type", outcome);
+            }
+            drop(span);
+            match tried {
                 Ok((events, first)) => {
                     state
                         .metrics()
@@ -144,6 +163,26 @@ pub async fn run(
     })
 }
 
+/// One try of one model, with the GenAI semantic-convention attributes a trace reader filters on.
+fn attempt_span(model: &ModelEntry, attempt: u32) -> tracing::Span {
+    tracing::info_span!(
+        "provider_attempt",
+        otel.name = format!("chat {}", model.upstream),
+        otel.kind = "client",
+        gen_ai.operation.name = "chat",
+        gen_ai.system = model.provider.kind(),
+        gen_ai.provider.name = model.provider.kind(),
+        gen_ai.request.model = model.upstream.as_str(),
+        relay.model = model.name.as_str(),
+        relay.provider = model.provider_name.as_str(),
+        relay.attempt = attempt,
+        relay.outcome = tracing::field::Empty,
+        relay.time_to_first_output_ms = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
 /// Sends the request and waits for the first event, each within the idle timeout.
 async fn first_output(
     model: &ModelEntry,
@@ -187,7 +226,21 @@ fn respond(
     let mut queued = VecDeque::with_capacity(2);
     queued.push_back(Queued::Line(start));
     queued.push_back(Queued::Provider(first));
+    // Open until the leg ends (the terminal line, or the client leaving); its parent is the request.
+    let span = tracing::info_span!(
+        "stream",
+        gen_ai.operation.name = "chat",
+        gen_ai.system = model.provider.kind(),
+        gen_ai.request.model = model.upstream.as_str(),
+        relay.model = model.name.as_str(),
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        gen_ai.response.finish_reasons = tracing::field::Empty,
+        relay.outcome = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
     let leg = Leg {
+        span,
         state,
         model,
         events,
@@ -222,6 +275,7 @@ enum Queued {
 
 /// The state of one streaming leg; dropping it (the client left) drops the upstream request.
 struct Leg {
+    span: tracing::Span,
     state: AppState,
     model: Arc<ModelEntry>,
     events: EventStream,
@@ -239,6 +293,7 @@ impl Drop for Leg {
         metrics.active_streams.dec();
         if !self.finished {
             metrics.leg(&self.model.name, "cancelled");
+            self.span.record("relay.outcome", "cancelled");
         }
     }
 }
@@ -300,6 +355,17 @@ impl Leg {
                 self.finished = true;
                 let metrics = self.state.metrics();
                 metrics.tokens(&self.model.name, usage.input_tokens, usage.output_tokens);
+                self.span
+                    .record("gen_ai.usage.input_tokens", usage.input_tokens)
+                    .record("gen_ai.usage.output_tokens", usage.output_tokens)
+                    .record(
+                        "relay.outcome",
+                        if tool_calls.is_empty() { "done" } else { "tool_calls" },
+                    )
+                    .record(
+                        "gen_ai.response.finish_reasons",
+                        finish_reason.as_str(),
+                    );
                 let usage = wire_usage(usage);
                 Some(if tool_calls.is_empty() {
                     metrics.leg(&self.model.name, "done");
@@ -332,6 +398,9 @@ impl Leg {
 
     fn fail(&mut self, e: &ProviderError) -> AgentEvent {
         self.finished = true;
+        self.span
+            .record("relay.outcome", "error")
+            .record("otel.status_code", "ERROR");
         self.state.metrics().leg(&self.model.name, "error");
         tracing::warn!(model = %self.model.name, error = %e, "leg failed after the headers");
         let (error, retryable) = match e {
