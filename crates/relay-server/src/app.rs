@@ -46,6 +46,8 @@ struct Inner {
     limits: crate::limits::Limits,
     shared_limits: Option<Arc<crate::shared_limits::SharedStore>>,
     search: Option<Arc<dyn crate::search::SearchBackend>>,
+    /// Cancelled when the shutdown grace period is over: open legs end with an `error` line.
+    legs_stop: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -88,6 +90,16 @@ impl AppState {
     /// The web search backend; `None` without `[search]`.
     pub fn search(&self) -> Option<&Arc<dyn crate::search::SearchBackend>> {
         self.0.search.as_ref()
+    }
+
+    /// Resolves once open legs must end (`shutdown::serve_bounded`).
+    pub fn legs_stop(&self) -> &tokio_util::sync::CancellationToken {
+        &self.0.legs_stop
+    }
+
+    /// Tells every open leg to end now.
+    pub fn stop_legs(&self) {
+        self.0.legs_stop.cancel();
     }
 
     /// The providers line of the start-up summary.
@@ -201,7 +213,8 @@ impl Relay {
         let signin_throttle = SigninThrottle::new(
             config.limits.signin_failures,
             Duration::from_secs(config.limits.signin_window_secs),
-        );
+        )
+        .shared(shared_limits.as_ref());
         let docs = Docs::new(&crate::routes::openapi())?;
         Ok(Self {
             state: AppState(Arc::new(Inner {
@@ -220,6 +233,7 @@ impl Relay {
                 limits,
                 shared_limits,
                 search,
+                legs_stop: tokio_util::sync::CancellationToken::new(),
             })),
         })
     }
@@ -241,6 +255,10 @@ impl Relay {
             .method_not_allowed_fallback(fallback_method_not_allowed)
             .layer(DefaultBodyLimit::max(BODY_LIMIT))
             .layer(middleware::from_fn(json_errors))
+            .layer(middleware::from_fn_with_state(
+                state.clone(),
+                crate::guard::check,
+            ))
             .layer(CatchPanicLayer::custom(|_| {
                 ApiError::internal("a handler panicked").into_response()
             }))
@@ -255,20 +273,28 @@ impl Relay {
         if let Some(cors) = cors_layer(state.config()) {
             router = router.layer(cors);
         }
+        let trusted = state.config().trusted_proxies.clone();
         router
             .layer(PropagateRequestIdLayer::new(REQUEST_ID))
             .layer(
                 TraceLayer::new_for_http()
-                    // Only method, path and request id: headers (tokens) and bodies (passwords) never reach the log.
-                    .make_span_with(|req: &Request| {
+                    // Only method, path, client address and request id: headers (tokens) and
+                    // bodies (passwords) never reach the log.
+                    .make_span_with(move |req: &Request| {
                         let id = req
                             .extensions()
                             .get::<RequestId>()
                             .and_then(|id| id.header_value().to_str().ok())
                             .unwrap_or("-");
+                        let peer = req
+                            .extensions()
+                            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+                            .map(|c| c.0.ip());
+                        let client = crate::guard::client_ip(peer, req.headers(), &trusted)
+                            .map_or_else(|| "-".to_owned(), |ip| ip.to_string());
                         // The route template and status are filled in once known; the span continues
                         // the caller's W3C trace when it sent one.
-                        let span = tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id,
+                        let span = tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), client = %client, request_id = %id,
                             otel.name = %req.method(), otel.kind = "server", http.request.method = %req.method(),
                             http.route = tracing::field::Empty, http.response.status_code = tracing::field::Empty,
                             otel.status_code = tracing::field::Empty);

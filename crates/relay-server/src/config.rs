@@ -41,6 +41,22 @@ pub struct Config {
     /// Trace export over OTLP; off unless an endpoint is given.
     #[serde(default)]
     pub telemetry: crate::telemetry::TelemetryConfig,
+    /// Open mode only: host names (a `Host` header without its port, or with it) accepted besides
+    /// `localhost`, `127.0.0.1` and `[::1]`; any other `Host` is 403, which defeats DNS rebinding.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Peers (CIDRs, e.g. `10.0.0.0/8`) whose `X-Forwarded-For` is believed: from them the client
+    /// address is the right-most forwarded address that is not itself trusted. Empty: the TCP peer.
+    #[serde(default)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// On shutdown, in-flight requests get this long to finish; then each open leg ends with an
+    /// `error` line (`retryable: true`) and the process exits.
+    #[serde(default = "default_shutdown_grace_ms")]
+    pub shutdown_grace_ms: u64,
+}
+
+fn default_shutdown_grace_ms() -> u64 {
+    10_000
 }
 
 fn default_bind() -> SocketAddr {
@@ -295,8 +311,12 @@ pub struct LimitsConfig {
     /// Failed signins allowed per email and per client address in `signin_window_secs`.
     #[serde(default = "default_signin_failures")]
     pub signin_failures: u32,
+    /// The window of `signin_failures`: a lock lasts until the oldest counted failure is this old.
     #[serde(default = "default_signin_window_secs")]
     pub signin_window_secs: u64,
+    /// Signups allowed per client address in an hour (each one costs an Argon2id hash).
+    #[serde(default = "default_signups_per_hour")]
+    pub signups_per_hour: u32,
     /// A Redis server (`redis://` or `rediss://`) that shares these limits across instances;
     /// absent: each instance counts in its own memory.
     #[serde(default)]
@@ -304,6 +324,10 @@ pub struct LimitsConfig {
     /// Key prefix in Redis, so several deployments can share one server.
     #[serde(default = "default_limits_prefix")]
     pub prefix: String,
+}
+
+fn default_signups_per_hour() -> u32 {
+    20
 }
 
 fn default_limits_prefix() -> String {
@@ -338,6 +362,7 @@ impl Default for LimitsConfig {
             suggest_burst: default_suggest_burst(),
             signin_failures: default_signin_failures(),
             signin_window_secs: default_signin_window_secs(),
+            signups_per_hour: default_signups_per_hour(),
             url: None,
             prefix: default_limits_prefix(),
         }
@@ -395,6 +420,9 @@ impl Default for Config {
             search: None,
             limits: LimitsConfig::default(),
             cors: CorsConfig::default(),
+            allowed_hosts: Vec::new(),
+            trusted_proxies: Vec::new(),
+            shutdown_grace_ms: default_shutdown_grace_ms(),
             telemetry: crate::telemetry::TelemetryConfig::default(),
         }
     }
@@ -418,7 +446,8 @@ impl Config {
     pub fn from_toml(text: &str, origin: &Path) -> Result<Self, ConfigError> {
         toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: origin.to_owned(),
-            message: e.to_string().trim_end().replace('\n', " "),
+            // As written: toml's message spans lines (the offending line, a caret under it).
+            message: format!("\n{}", e.to_string().trim_end()),
         })
     }
 
@@ -489,6 +518,7 @@ impl Config {
             ("limits.suggest_per_minute", limits.suggest_per_minute),
             ("limits.suggest_burst", limits.suggest_burst),
             ("limits.signin_failures", limits.signin_failures),
+            ("limits.signups_per_hour", limits.signups_per_hour),
         ] {
             if value == 0 {
                 return bad(format!("{name} must be at least 1"));

@@ -92,6 +92,45 @@ pub fn add_unauthorized_responses(doc: &mut utoipa::openapi::OpenApi) {
     }
 }
 
+/// Documents what `guard::check` answers before any handler: 415 `unsupported_media_type` for a
+/// body that is not declared JSON (every operation that takes a body), and in open mode 403
+/// `forbidden` for another web origin or a non-loopback host name (every operation).
+pub fn add_guard_responses(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    let error = |description: &str| {
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("ErrorBody")))
+                    .build(),
+            )
+            .build()
+            .into()
+    };
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for op in operations.into_iter().flatten() {
+            let responses = &mut op.responses.responses;
+            if op.request_body.is_some() {
+                responses.entry("415".to_owned()).or_insert_with(|| {
+                    error("`unsupported_media_type`: a body sent without content-type application/json (or another `+json` type)")
+                });
+            }
+            responses.entry("403".to_owned()).or_insert_with(|| {
+                error("`forbidden`: open mode only, a request from another web origin (not in `[cors] allow_origins`) or to a host name that is not loopback or in `allowed_hosts`")
+            });
+        }
+    }
+}
+
 /// The document's fixed parts; paths are added by the route list.
 pub fn base() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();

@@ -182,6 +182,15 @@ impl NoteText {
         if text.is_empty() {
             return Err(format!("{field} is empty"));
         }
+        // PostgreSQL cannot store NUL and the others garble a terminal: both stores refuse them.
+        if text
+            .chars()
+            .any(|c| c.is_ascii_control() && !matches!(c, '\t' | '\n' | '\x7f'))
+        {
+            return Err(format!(
+                "{field} may not contain control characters other than tab and newline"
+            ));
+        }
         if text.len() > MAX_NOTE_BYTES {
             return Err(format!(
                 "{field} is longer than 16 KiB ({} bytes)",

@@ -108,6 +108,12 @@ impl IntoResponse for ApiError {
         body.insert("error".into(), Value::String(self.code.as_str().into()));
         body.insert("message".into(), Value::String(self.message.into_owned()));
         let mut response = (status, axum::Json(Value::Object(body))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            // RFC 6750 §3: a 401 names the scheme that would be accepted.
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         if let Some(secs) = self.retry_after {
             response
                 .headers_mut()
@@ -126,6 +132,7 @@ pub fn code_for_status(status: StatusCode) -> ErrorCode {
         404 => ErrorCode::NotFound,
         405 => ErrorCode::MethodNotAllowed,
         413 => ErrorCode::PayloadTooLarge,
+        415 => ErrorCode::UnsupportedMediaType,
         429 => ErrorCode::RateLimited,
         502 => ErrorCode::UpstreamError,
         503 => ErrorCode::StoreUnavailable,

@@ -30,7 +30,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
 
 /// Parses a JSON body into `T`, naming the path of the first problem.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    // Every request body is an object; serde would otherwise read a struct from an array too.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(ApiError::invalid("request body must be a JSON object"));
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
@@ -112,7 +113,8 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-/// The peer's IP address, when the server runs with connect info (always, under `serve`).
+/// The client's IP address: the TCP peer, or behind a trusted proxy the forwarded address
+/// (`guard::client_ip`); `None` only without connect info (never under `serve`).
 pub struct ClientAddr(pub Option<std::net::IpAddr>);
 
 impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
@@ -122,8 +124,8 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
         Ok(Self(
             parts
                 .extensions
-                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-                .map(|c| c.0.ip()),
+                .get::<crate::guard::ClientIp>()
+                .map(|c| c.0),
         ))
     }
 }

@@ -37,7 +37,12 @@ pub async fn get_readyz(State(state): State<AppState>) -> (StatusCode, axum::Jso
     if let Some(shared) = state.shared_limits() {
         // Degraded, not down: while Redis is away each instance limits on its own and serves on.
         let started = Instant::now();
-        let outcome = shared.ping().await;
+        // A failure in the last second counts too: decisions are being made locally right now.
+        let outcome = if shared.degraded() {
+            Err("Redis failed a moment ago".to_owned())
+        } else {
+            shared.ping().await
+        };
         checks.insert(
             "limits".to_owned(),
             Check {

@@ -1,6 +1,6 @@
-//! Per-caller rate limits for agent legs and suggestions (CONTRACT.md, Quota), keyed by user id.
-//! With `[limits] url` they are counted in Redis across instances; these counters decide while
-//! Redis does not answer.
+//! Per-caller rate limits for agent legs and suggestions (CONTRACT.md, Quota), keyed by user id,
+//! and for signups, keyed by client address. With `[limits] url` they are counted in Redis across
+//! instances; these counters decide while Redis does not answer.
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -33,6 +33,18 @@ impl CallerLimit {
             shared: None,
             interval: Duration::from_secs(60) / per_minute.get(),
             burst: burst.get(),
+        }
+    }
+
+    /// `per_hour` in an hour, all of them at once if need be.
+    pub fn per_hour(per_hour: u32) -> Self {
+        let n = NonZeroU32::new(per_hour).unwrap_or(NonZeroU32::MIN);
+        Self {
+            limiter: RateLimiter::keyed(Quota::per_hour(n).allow_burst(n)),
+            clock: DefaultClock::default(),
+            shared: None,
+            interval: Duration::from_secs(3600) / n.get(),
+            burst: n.get(),
         }
     }
 
@@ -72,6 +84,8 @@ impl CallerLimit {
 pub struct Limits {
     pub agent: CallerLimit,
     pub suggest: CallerLimit,
+    /// Signups per client address (`[limits] signups_per_hour`).
+    pub signup: CallerLimit,
 }
 
 impl Limits {
@@ -82,6 +96,7 @@ impl Limits {
                 .shared(shared, "agent"),
             suggest: CallerLimit::new(config.suggest_per_minute, config.suggest_burst)
                 .shared(shared, "suggest"),
+            signup: CallerLimit::per_hour(config.signups_per_hour).shared(shared, "signup"),
         }
     }
 }
@@ -98,6 +113,9 @@ mod tests {
         }
         let err = l.check_local("a").unwrap_err();
         assert_eq!(err.code, relay_wire::ErrorCode::RateLimited);
-        assert!(l.check_local("b").is_ok(), "another caller has its own budget");
+        assert!(
+            l.check_local("b").is_ok(),
+            "another caller has its own budget"
+        );
     }
 }

@@ -204,6 +204,12 @@ pub async fn delete_notes(
     let user = caller.user_id();
     // Priority when several selectors are present: id, then project_id, then all (spec §4.4 rule 3).
     let deleted = if let Some(id) = &body.id {
+        if !storable_id(id) {
+            return Ok(axum::Json(DeleteResponse {
+                ok: true,
+                deleted: 0,
+            }));
+        }
         memory.delete_note(user, id).await
     } else if let Some(project) =
         ProjectId::from_pair(body.project_id.as_deref(), body.project.as_deref())
@@ -265,6 +271,12 @@ pub async fn delete_note(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<DeleteResponse>> {
     let caller = caller.map_err(shaped(delete_shape))?;
+    if !storable_id(&id) {
+        return Ok(axum::Json(DeleteResponse {
+            ok: true,
+            deleted: 0,
+        }));
+    }
     let deleted = state
         .memory()
         .delete_note(caller.user_id(), &id)
@@ -291,6 +303,9 @@ pub async fn patch_note(
     Json(body): Json<PatchRequest>,
 ) -> ApiResult<axum::Json<PatchResponse>> {
     let caller = caller.map_err(shaped(ok_shape))?;
+    if !storable_id(&id) {
+        return Err(ApiError::not_found("no such note"));
+    }
     let memory = state.memory();
     let note = match &body.content {
         Some(content) => {
@@ -306,4 +321,10 @@ pub async fn patch_note(
         ok: true,
         item: note.into(),
     }))
+}
+
+/// No stored id holds a control character (PostgreSQL cannot even compare against a NUL), so such
+/// an id is answered as unknown without asking the store.
+fn storable_id(id: &str) -> bool {
+    !id.chars().any(char::is_control)
 }

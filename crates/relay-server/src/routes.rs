@@ -58,5 +58,6 @@ fn with_body_limit(
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = api().into_openapi();
     docs::add_unauthorized_responses(&mut doc);
+    docs::add_guard_responses(&mut doc);
     doc
 }

@@ -143,7 +143,8 @@ impl SharedStore {
             return None;
         }
         let mut conn = self.conn.clone();
-        let outcome = tokio::time::timeout(DEADLINE, invocation.invoke_async::<i64>(&mut conn)).await;
+        let outcome =
+            tokio::time::timeout(DEADLINE, invocation.invoke_async::<i64>(&mut conn)).await;
         match outcome {
             Ok(Ok(v)) => Some(v),
             failed => {
@@ -173,7 +174,9 @@ impl SharedStore {
         interval: Duration,
         burst: u32,
     ) -> Option<Result<(), i64>> {
-        let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX).max(1);
+        let interval_ms = u64::try_from(interval.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
         let mut invocation = self.rate.key(self.key(&["rate", limit, key]));
         invocation.arg(interval_ms).arg(burst.max(1));
         let v = self.run(&invocation).await?;
@@ -220,7 +223,10 @@ impl SharedStore {
         match tokio::time::timeout(DEADLINE, cmd.query_async::<String>(&mut conn)).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(_)) => Err("Redis refused or dropped the connection".to_owned()),
-            Err(_) => Err(format!("Redis gave no answer within {} ms", DEADLINE.as_millis())),
+            Err(_) => Err(format!(
+                "Redis gave no answer within {} ms",
+                DEADLINE.as_millis()
+            )),
         }
     }
 }

@@ -66,7 +66,10 @@ async fn collector() -> (String, Received) {
 
 /// An OpenAI-compatible provider double that answers "hi" and records each request's `traceparent`.
 async fn provider() -> (String, Arc<Mutex<Vec<String>>>) {
-    async fn answer(State(seen): State<Arc<Mutex<Vec<String>>>>, headers: HeaderMap) -> axum::response::Response {
+    async fn answer(
+        State(seen): State<Arc<Mutex<Vec<String>>>>,
+        headers: HeaderMap,
+    ) -> axum::response::Response {
         let tp = headers
             .get("traceparent")
             .and_then(|v| v.to_str().ok())
@@ -77,7 +80,10 @@ async fn provider() -> (String, Arc<Mutex<Vec<String>>>) {
             json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
             json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}),
         ];
-        let body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect::<String>()
+        let body: String = chunks
+            .iter()
+            .map(|c| format!("data: {c}\n\n"))
+            .collect::<String>()
             + "data: [DONE]\n\n";
         axum::response::Response::builder()
             .header("content-type", "text/event-stream")
@@ -146,7 +152,11 @@ async fn a_leg_is_traced_under_the_callers_trace_and_the_provider_gets_it() {
     let relay = Relay::from_config(config).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(relay_server::serve(listener, relay.router(), std::future::pending()));
+    tokio::spawn(relay_server::serve(
+        listener,
+        relay.router(),
+        std::future::pending(),
+    ));
 
     let answer = reqwest::Client::new()
         .post(format!("{base}/v1/agent/stream"))
@@ -166,13 +176,20 @@ async fn a_leg_is_traced_under_the_callers_trace_and_the_provider_gets_it() {
         tokio::task::block_in_place(|| exporter_ref.flush());
         let spans = received.lock().unwrap().clone();
         let have = |name: &str| spans.iter().any(|(_, s)| s.name == name);
-        if have("stream") && spans.iter().any(|(_, s)| s.name.contains("/v1/agent/stream")) {
+        if have("stream")
+            && spans
+                .iter()
+                .any(|(_, s)| s.name.contains("/v1/agent/stream"))
+        {
             break spans;
         }
         assert!(
             Instant::now() < deadline,
             "spans never arrived: {:?}",
-            spans.iter().map(|(_, s)| (&s.name, &s.attributes)).collect::<Vec<_>>()
+            spans
+                .iter()
+                .map(|(_, s)| (&s.name, &s.attributes))
+                .collect::<Vec<_>>()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
@@ -186,22 +203,40 @@ async fn a_leg_is_traced_under_the_callers_trace_and_the_provider_gets_it() {
     assert!(spans.iter().all(|(svc, _)| svc == "relay-under-test"));
 
     let request = find("POST /v1/agent/stream");
-    assert_eq!(hex::encode(&request.trace_id), TRACE_ID, "the caller's trace is continued");
+    assert_eq!(
+        hex::encode(&request.trace_id),
+        TRACE_ID,
+        "the caller's trace is continued"
+    );
     assert_eq!(hex::encode(&request.parent_span_id), CALLER_SPAN);
     assert_eq!(attr_str(request, "http.route"), "/v1/agent/stream");
     assert_eq!(attr_str(request, "http.response.status_code"), "200");
 
     let attempt = find("chat gpt-x");
-    for child in [find("admission"), find("note_lookup"), attempt, find("stream")] {
+    for child in [
+        find("admission"),
+        find("note_lookup"),
+        attempt,
+        find("stream"),
+    ] {
         assert_eq!(hex::encode(&child.trace_id), TRACE_ID, "{}", child.name);
-        assert_eq!(child.parent_span_id, request.span_id, "{} hangs under the request", child.name);
+        assert_eq!(
+            child.parent_span_id, request.span_id,
+            "{} hangs under the request",
+            child.name
+        );
     }
     assert_eq!(attr_str(attempt, "gen_ai.request.model"), "gpt-x");
     assert_eq!(attr_str(attempt, "gen_ai.system"), "openai");
     assert_eq!(attr_str(attempt, "relay.model"), "m");
     assert_eq!(attr_str(attempt, "relay.provider"), "double");
     assert_eq!(attr_str(attempt, "relay.outcome"), "output");
-    assert!(attr_str(attempt, "relay.time_to_first_output_ms").parse::<f64>().unwrap() > 0.0);
+    assert!(
+        attr_str(attempt, "relay.time_to_first_output_ms")
+            .parse::<f64>()
+            .unwrap()
+            > 0.0
+    );
     let stream = find("stream");
     assert_eq!(attr_str(stream, "gen_ai.usage.input_tokens"), "7");
     assert_eq!(attr_str(stream, "gen_ai.usage.output_tokens"), "3");
@@ -211,6 +246,9 @@ async fn a_leg_is_traced_under_the_callers_trace_and_the_provider_gets_it() {
     let seen = traceparents.lock().unwrap().clone();
     assert_eq!(
         seen,
-        vec![format!("00-{TRACE_ID}-{}-01", hex::encode(&attempt.span_id))]
+        vec![format!(
+            "00-{TRACE_ID}-{}-01",
+            hex::encode(&attempt.span_id)
+        )]
     );
 }

@@ -18,6 +18,7 @@ pub enum ErrorCode {
     MethodNotAllowed,
     EmailTaken,
     PayloadTooLarge,
+    UnsupportedMediaType,
     RateLimited,
     Internal,
     UpstreamError,
@@ -28,7 +29,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         Self::InvalidRequest,
         Self::UnknownModel,
         Self::Unauthorized,
@@ -40,6 +41,7 @@ impl ErrorCode {
         Self::MethodNotAllowed,
         Self::EmailTaken,
         Self::PayloadTooLarge,
+        Self::UnsupportedMediaType,
         Self::RateLimited,
         Self::Internal,
         Self::UpstreamError,
@@ -58,6 +60,7 @@ impl ErrorCode {
             Self::MethodNotAllowed => 405,
             Self::EmailTaken => 409,
             Self::PayloadTooLarge => 413,
+            Self::UnsupportedMediaType => 415,
             Self::RateLimited => 429,
             Self::Internal => 500,
             Self::UpstreamError => 502,
@@ -79,6 +82,7 @@ impl ErrorCode {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::EmailTaken => "email_taken",
             Self::PayloadTooLarge => "payload_too_large",
+            Self::UnsupportedMediaType => "unsupported_media_type",
             Self::RateLimited => "rate_limited",
             Self::Internal => "internal",
             Self::UpstreamError => "upstream_error",
@@ -122,5 +126,6 @@ mod tests {
         assert_eq!(ErrorCode::UpstreamError.status(), 502);
         assert_eq!(ErrorCode::SearchUnavailable.status(), 503);
         assert_eq!(ErrorCode::SignupClosed.status(), 403);
+        assert_eq!(ErrorCode::UnsupportedMediaType.status(), 415);
     }
 }

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use relay_server::config::{Config, ProcessEnv};
-use relay_server::telemetry::TelemetryConfig;
 use relay_server::operator::{self, Users};
+use relay_server::telemetry::TelemetryConfig;
 
 #[derive(Parser)]
 #[command(
@@ -141,8 +141,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                      and [[models]] to the configuration."
                 );
             }
-            let served =
-                relay_server::serve(listener, relay.router(), relay_server::shutdown_signal()).await;
+            let served = relay_server::shutdown::serve_bounded(
+                &relay,
+                listener,
+                relay_server::shutdown_signal(),
+            )
+            .await;
             if let Some(exporter) = exporter {
                 // Off the async workers: shutting down waits for the batch task's last export.
                 let _ = tokio::task::spawn_blocking(move || exporter.shutdown()).await;

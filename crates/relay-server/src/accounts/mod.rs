@@ -53,9 +53,11 @@ fn open_mode_session(email: &Email) -> Session {
         (status = 400, description = "Email or password breaks the rules", body = ErrorBody),
         (status = 403, description = "`signup_closed`", body = ErrorBody),
         (status = 409, description = "`email_taken`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: too many signups from this address in an hour, or too many passwords being checked at once; see Retry-After", body = ErrorBody),
     ))]
 pub async fn signup(
     State(state): State<AppState>,
+    ClientAddr(client): ClientAddr,
     Json(body): Json<Credentials>,
 ) -> ApiResult<axum::Json<Session>> {
     let (email, password) = parse_credentials(&body)?;
@@ -67,6 +69,10 @@ pub async fn signup(
             ErrorCode::SignupClosed,
             "signups are closed on this server",
         ));
+    }
+    // Each signup costs a hash: an address gets `signups_per_hour` of them.
+    if let Some(ip) = client {
+        state.limits().signup.check(&ip.to_string()).await?;
     }
     let password_hash = state.passwords().hash(password.expose()).await?;
     let new = NewUser {
@@ -98,7 +104,7 @@ pub async fn signup(
         (status = 200, description = "A new session", body = Session),
         (status = 400, description = "Email or password breaks the rules", body = ErrorBody),
         (status = 401, description = "`invalid_credentials`: unknown email or wrong password alike", body = ErrorBody),
-        (status = 429, description = "`rate_limited`: too many failed signins for this email or address", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: too many failed signins for this email or address, or too many passwords being checked at once; see Retry-After", body = ErrorBody),
     ))]
 pub async fn signin(
     State(state): State<AppState>,
@@ -113,27 +119,39 @@ pub async fn signin(
     if let Some(ip) = peer {
         keys.push(format!("addr:{ip}"));
     }
-    if let Some(wait) = state.signin_throttle().locked(&keys) {
-        return Err(ApiError::rate_limited(wait));
-    }
-    let found = auth.user_by_email(email.as_str()).await?;
-    let stored = found.as_ref().map(|(_, hash)| hash.as_str());
-    if !state.passwords().verify(password.expose(), stored).await? {
-        if let Some(wait) = state.signin_throttle().record_failure(&keys) {
-            return Err(ApiError::rate_limited(wait));
+    // The failure is counted before the password is checked, so concurrent guesses cannot all
+    // slip in under the budget; a right password gives its place back.
+    let reservation = state
+        .signin_throttle()
+        .reserve(&keys)
+        .await
+        .map_err(ApiError::rate_limited)?;
+    let checked = match auth.user_by_email(email.as_str()).await {
+        Ok(found) => {
+            let stored = found.as_ref().map(|(_, hash)| hash.as_str());
+            state
+                .passwords()
+                .verify(password.expose(), stored)
+                .await
+                .map(|ok| found.filter(|_| ok))
         }
-        return Err(ApiError::new(
-            ErrorCode::InvalidCredentials,
-            "email or password is wrong",
-        ));
-    }
-    let Some((user, _)) = found else {
-        return Err(ApiError::new(
-            ErrorCode::InvalidCredentials,
-            "email or password is wrong",
-        ));
+        Err(e) => Err(e.into()),
     };
-    Ok(axum::Json(state.start_session(&user).await?))
+    match checked {
+        Ok(Some((user, _))) => {
+            reservation.release().await;
+            Ok(axum::Json(state.start_session(&user).await?))
+        }
+        Ok(None) => Err(ApiError::new(
+            ErrorCode::InvalidCredentials,
+            "email or password is wrong",
+        )),
+        // No password was checked (store down, hashing busy): not a failure.
+        Err(e) => {
+            reservation.release().await;
+            Err(e)
+        }
+    }
 }
 
 /// Invalidate the presented token. Always `{ok: true}`.

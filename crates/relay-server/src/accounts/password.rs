@@ -1,13 +1,34 @@
-//! Password hashing with Argon2id. Hashing runs on the blocking pool so it never stalls the runtime.
+//! Password hashing with Argon2id on a small pool of its own threads.
+//!
+//! Each hash holds `argon2_memory_kib` (19 MiB by default) while it runs, and the allocator keeps
+//! what a thread used. So hashing runs on at most `workers()` dedicated threads (not the blocking
+//! pool, which grows to hundreds) behind a short queue: past it a signup or signin is 429 with
+//! `Retry-After`, and memory stays bounded whatever the concurrency (issue 12.2).
+
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
 
 use argon2::{Algorithm, Argon2, Params, PasswordHash, PasswordHasher, PasswordVerifier, Version};
+use relay_wire::ErrorCode;
 
 use crate::error::ApiError;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Jobs each worker may have waiting: a short queue, so a flood is refused rather than held.
+const QUEUED_PER_WORKER: usize = 8;
+
+/// Hashing threads: the cores, at most 4 (4 × 19 MiB is the memory hashing can hold).
+fn workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4))
+}
 
 /// Hashes and verifies passwords; holds a decoy hash so an unknown email costs one verification too.
 pub struct Passwords {
     params: Params,
     decoy: String,
+    /// Dropping the sender ends the workers.
+    jobs: SyncSender<Job>,
 }
 
 impl Passwords {
@@ -17,15 +38,28 @@ impl Passwords {
             .map_err(|e| anyhow::anyhow!("invalid Argon2 parameters: {e}"))?;
         let decoy_secret: [u8; 16] = rand::random();
         let decoy = hash_with(&params, &hex::encode(decoy_secret))?;
-        Ok(Self { params, decoy })
+        let workers = workers();
+        let (jobs, queue) = sync_channel::<Job>(workers * QUEUED_PER_WORKER);
+        let queue = Arc::new(Mutex::new(queue));
+        for i in 0..workers {
+            let queue = Arc::clone(&queue);
+            std::thread::Builder::new()
+                .name(format!("relay-argon2-{i}"))
+                .spawn(move || work(&queue))
+                .map_err(|e| anyhow::anyhow!("cannot start a password hashing thread: {e}"))?;
+        }
+        Ok(Self {
+            params,
+            decoy,
+            jobs,
+        })
     }
 
     pub async fn hash(&self, password: &str) -> Result<String, ApiError> {
         let params = self.params.clone();
         let password = password.to_owned();
-        tokio::task::spawn_blocking(move || hash_with(&params, &password))
-            .await
-            .map_err(ApiError::internal)?
+        self.run(move || hash_with(&params, &password))
+            .await?
             .map_err(ApiError::internal)
     }
 
@@ -34,18 +68,58 @@ impl Passwords {
         let known = stored.is_some();
         let hash = stored.unwrap_or(&self.decoy).to_owned();
         let password = password.to_owned();
-        let matched = tokio::task::spawn_blocking(move || {
-            PasswordHash::new(&hash)
-                .map(|parsed| {
-                    Argon2::default()
-                        .verify_password(password.as_bytes(), &parsed)
-                        .is_ok()
-                })
-                .unwrap_or(false)
-        })
-        .await
-        .map_err(ApiError::internal)?;
+        let matched = self
+            .run(move || {
+                PasswordHash::new(&hash)
+                    .map(|parsed| {
+                        Argon2::default()
+                            .verify_password(password.as_bytes(), &parsed)
+                            .is_ok()
+                    })
+                    .unwrap_or(false)
+            })
+            .await?;
         Ok(known && matched)
+    }
+
+    /// Runs `f` on the pool, or refuses at once when the queue is full.
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
+            let _ = tx.send(f());
+        });
+        match self.jobs.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                return Err(ApiError::new(
+                    ErrorCode::RateLimited,
+                    "the server is busy checking passwords; retry after the time in Retry-After",
+                )
+                .with_retry_after(1));
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                return Err(ApiError::internal("the password hashing threads are gone"));
+            }
+        }
+        rx.await
+            .map_err(|_| ApiError::internal("a password hashing job was dropped"))
+    }
+}
+
+fn work(queue: &Mutex<Receiver<Job>>) {
+    loop {
+        // The lock is held only while taking a job, never while hashing.
+        let next = match queue.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => return,
+        };
+        match next {
+            Ok(job) => job(),
+            Err(_) => return,
+        }
     }
 }
 

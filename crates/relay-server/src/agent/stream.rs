@@ -11,11 +11,11 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use futures::StreamExt;
-use tracing::Instrument;
 use relay_wire::ErrorCode;
 use relay_wire::agent::{
     AgentEvent, FinishReason as WireFinish, ToolCall as WireCall, Usage as WireUsage,
 };
+use tracing::Instrument;
 
 use super::inject;
 use super::models::ModelEntry;
@@ -326,7 +326,13 @@ impl Leg {
         let idle_at = self.last_upstream + self.idle;
         let ping_at = self.last_line + self.ping;
         let deadline = idle_at.min(ping_at);
-        match tokio::time::timeout_at(deadline.into(), self.events.next()).await {
+        let stop = self.state.legs_stop().clone();
+        let next = tokio::select! {
+            biased;
+            () = stop.cancelled() => return Some(self.shut_down()),
+            next = tokio::time::timeout_at(deadline.into(), self.events.next()) => next,
+        };
+        match next {
             Ok(Some(Ok(event))) => {
                 self.last_upstream = Instant::now();
                 self.translate(event)
@@ -360,12 +366,13 @@ impl Leg {
                     .record("gen_ai.usage.output_tokens", usage.output_tokens)
                     .record(
                         "relay.outcome",
-                        if tool_calls.is_empty() { "done" } else { "tool_calls" },
+                        if tool_calls.is_empty() {
+                            "done"
+                        } else {
+                            "tool_calls"
+                        },
                     )
-                    .record(
-                        "gen_ai.response.finish_reasons",
-                        finish_reason.as_str(),
-                    );
+                    .record("gen_ai.response.finish_reasons", finish_reason.as_str());
                 let usage = wire_usage(usage);
                 Some(if tool_calls.is_empty() {
                     metrics.leg(&self.model.name, "done");
@@ -393,6 +400,17 @@ impl Leg {
                     }
                 })
             }
+        }
+    }
+
+    /// The server is stopping past its grace period: the client should retry the leg elsewhere.
+    fn shut_down(&mut self) -> AgentEvent {
+        self.finished = true;
+        self.state.metrics().leg(&self.model.name, "error");
+        AgentEvent::Error {
+            error: ErrorCode::ProviderUnavailable,
+            message: "the relay is shutting down; retry the leg".into(),
+            retryable: true,
         }
     }
 

@@ -7,6 +7,7 @@ mod agent;
 mod agent_faults;
 mod docs;
 mod fake_upstream;
+mod hardening;
 mod helpers;
 mod memory;
 mod memory_store;
