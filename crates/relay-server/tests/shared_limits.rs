@@ -26,20 +26,38 @@ impl Env for NoEnv {
     }
 }
 
+/// Only `REDIS_PASSWORD`, set.
+struct RedisPassword(&'static str);
+
+impl Env for RedisPassword {
+    fn var(&self, name: &str) -> Option<String> {
+        (name == "REDIS_PASSWORD").then(|| self.0.to_owned())
+    }
+}
+
 /// A private `redis-server`; killed when dropped.
 struct Redis {
     port: u16,
+    password: Option<&'static str>,
     child: Option<Child>,
 }
 
 impl Redis {
     async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    async fn start_with(password: Option<&'static str>) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let mut r = Self { port, child: None };
+        let mut r = Self {
+            port,
+            password,
+            child: None,
+        };
         r.restart().await;
         r
     }
@@ -49,9 +67,14 @@ impl Redis {
     }
 
     async fn restart(&mut self) {
-        let child = Command::new("redis-server")
+        let mut command = Command::new("redis-server");
+        command
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
+            .args(["--save", "", "--appendonly", "no"]);
+        if let Some(p) = self.password {
+            command.args(["--requirepass", p]);
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -59,8 +82,12 @@ impl Redis {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
+            let url = match self.password {
+                Some(p) => format!("redis://:{p}@127.0.0.1:{}/0", self.port),
+                None => self.url(),
+            };
             let up = async {
-                let client = redis::Client::open(self.url()).ok()?;
+                let client = redis::Client::open(url).ok()?;
                 let mut conn = client.get_multiplexed_async_connection().await.ok()?;
                 redis::cmd("PING")
                     .query_async::<String>(&mut conn)
@@ -73,6 +100,12 @@ impl Redis {
             assert!(Instant::now() < deadline, "redis-server did not start");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// SIGSTOP or SIGCONT: a stopped server accepts connections and answers nothing (slow Redis).
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().unwrap().id().to_string();
+        assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
     }
 
     fn stop(&mut self) {
@@ -97,8 +130,12 @@ struct Instance {
 
 impl Instance {
     async fn start(config: Config) -> Self {
+        Self::start_in(config, &NoEnv).await
+    }
+
+    async fn start_in(config: Config, env: &dyn Env) -> Self {
         let stores = Stores::open(&config).await.unwrap();
-        let relay = Relay::with_stores(config, stores, &NoEnv).unwrap();
+        let relay = Relay::with_stores(config, stores, env).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(relay_server::serve(
@@ -263,6 +300,15 @@ async fn redis_going_away_falls_back_per_instance_and_coming_back_is_used_again(
         "shared: the burst of 2 is spent"
     );
 
+    // A Redis that answers nothing: the decision is A's own (its counters are untouched), within
+    // the short deadline.
+    redis.signal("-STOP");
+    let started = Instant::now();
+    assert_eq!(status(a.leg().await), 200);
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(a.limits_store_errors().await >= 1.0);
+    redis.signal("-CONT");
+
     redis.stop();
     // Per-instance limits now: each instance has its own burst of 2, and answers at once.
     let started = Instant::now();
@@ -298,4 +344,21 @@ async fn redis_going_away_falls_back_per_instance_and_coming_back_is_used_again(
     assert_eq!(status(a.leg().await), 200);
     assert_eq!(status(b.leg().await), 429);
     assert_eq!(status(a.leg().await), 429);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_password_comes_from_the_url_or_redis_password() {
+    let redis = Redis::start_with(Some("s3cret-pw")).await;
+    let db = pg::TestDb::create().await;
+    let limits_status = |i: Instance| async move { i.readyz().await.1["checks"]["limits"]["status"].clone() };
+    let c = config(&db.url, &redis.url(), false);
+    assert_eq!(limits_status(Instance::start(c.clone()).await).await, "degraded", "no password");
+    let from_env = Instance::start_in(c, &RedisPassword("s3cret-pw")).await;
+    assert_eq!(limits_status(from_env).await, "ok");
+    let in_url = config(
+        &db.url,
+        &format!("redis://:s3cret-pw@127.0.0.1:{}/0", redis.port),
+        false,
+    );
+    assert_eq!(limits_status(Instance::start(in_url).await).await, "ok");
 }

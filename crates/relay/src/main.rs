@@ -76,6 +76,7 @@ fn init_logging(
     json: bool,
     telemetry: &TelemetryConfig,
 ) -> anyhow::Result<Option<relay_server::telemetry::Tracing>> {
+    use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_env("RELAY_LOG")
@@ -84,17 +85,22 @@ fn init_logging(
         Some((layer, exporter)) => (Some(layer), Some(exporter)),
         None => (None, None),
     };
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let (json_fmt, text_fmt) = if json {
-        (Some(fmt.json().flatten_event(true)), None)
+    let fmt = if json {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .json()
+            .flatten_event(true)
+            .boxed()
     } else {
-        (None, Some(fmt.with_ansi(std::io::stderr().is_terminal())))
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .boxed()
     };
     tracing_subscriber::registry()
         .with(filter)
         .with(otel)
-        .with(json_fmt)
-        .with(text_fmt)
+        .with(fmt)
         .init();
     Ok(exporter)
 }
