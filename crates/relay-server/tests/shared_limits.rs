@@ -105,7 +105,13 @@ impl Redis {
     /// SIGSTOP or SIGCONT: a stopped server accepts connections and answers nothing (slow Redis).
     fn signal(&self, sig: &str) {
         let pid = self.child.as_ref().unwrap().id().to_string();
-        assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+        assert!(
+            Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
     }
 
     fn stop(&mut self) {
@@ -305,7 +311,11 @@ async fn redis_going_away_falls_back_per_instance_and_coming_back_is_used_again(
     redis.signal("-STOP");
     let started = Instant::now();
     assert_eq!(status(a.leg().await), 200);
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(a.limits_store_errors().await >= 1.0);
     redis.signal("-CONT");
 
@@ -350,9 +360,14 @@ async fn redis_going_away_falls_back_per_instance_and_coming_back_is_used_again(
 async fn the_password_comes_from_the_url_or_redis_password() {
     let redis = Redis::start_with(Some("s3cret-pw")).await;
     let db = pg::TestDb::create().await;
-    let limits_status = |i: Instance| async move { i.readyz().await.1["checks"]["limits"]["status"].clone() };
+    let limits_status =
+        |i: Instance| async move { i.readyz().await.1["checks"]["limits"]["status"].clone() };
     let c = config(&db.url, &redis.url(), false);
-    assert_eq!(limits_status(Instance::start(c.clone()).await).await, "degraded", "no password");
+    assert_eq!(
+        limits_status(Instance::start(c.clone()).await).await,
+        "degraded",
+        "no password"
+    );
     let from_env = Instance::start_in(c, &RedisPassword("s3cret-pw")).await;
     assert_eq!(limits_status(from_env).await, "ok");
     let in_url = config(
