@@ -686,6 +686,25 @@ mod tests {
     }
 
     #[test]
+    fn new_top_level_settings_parse_and_a_bad_cidr_is_named() {
+        let c = Config::from_toml(
+            "trusted_proxies = [\"10.0.0.0/8\", \"127.0.0.1/32\"]\nallowed_hosts = [\"relay.lan\"]\n\
+             shutdown_grace_ms = 500\n[limits]\nsignups_per_hour = 5\n",
+            Path::new("x"),
+        )
+        .unwrap();
+        assert_eq!(c.trusted_proxies.len(), 2);
+        assert_eq!(c.allowed_hosts, ["relay.lan"]);
+        assert_eq!((c.shutdown_grace_ms, c.limits.signups_per_hour), (500, 5));
+        assert_eq!(Config::default().shutdown_grace_ms, 10_000);
+        assert_eq!(Config::default().limits.signups_per_hour, 20);
+        let err = Config::from_toml("trusted_proxies = [\"10.0.0.0/33\"]\n", Path::new("x"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("trusted_proxies"), "{err}");
+    }
+
+    #[test]
     fn routing_to_an_unknown_model_is_refused() {
         let c = Config::from_toml("[routing]\nauto = [\"gpt-9\"]\n", Path::new("x")).unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("gpt-9"));

@@ -209,7 +209,13 @@ fn shutdown_ends_an_open_leg_with_one_retryable_error_line_after_the_grace_perio
         assert_eq!(r.status().as_u16(), 200);
         let mut text = String::new();
         let mut signalled = false;
-        while let Some(chunk) = r.chunk().await.unwrap() {
+        // The upstream would stay silent for the 120 s idle timeout: only the grace period ends it.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while let Some(chunk) = tokio::time::timeout_at(deadline, r.chunk())
+            .await
+            .expect("the leg was still open 15 s after SIGTERM")
+            .unwrap()
+        {
             text.push_str(&String::from_utf8_lossy(&chunk));
             if !signalled && text.contains("\"text\"") {
                 Command::new("kill")
