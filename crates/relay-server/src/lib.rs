@@ -22,9 +22,11 @@ pub mod operator;
 pub mod providers;
 pub mod routes;
 pub mod search;
+pub mod shared_limits;
 pub mod shutdown;
 pub mod store;
 pub mod suggest;
+pub mod telemetry;
 pub mod waitlist;
 
 pub use app::{AppState, Relay, Stores, serve, shutdown_signal};

@@ -85,6 +85,7 @@ pub struct Metrics {
     pub quota_refusals: Counter,
     pub notes_injected: Counter,
     pub relay_overhead: Histogram,
+    pub limits_store_errors: Counter,
 }
 
 impl Metrics {
@@ -164,6 +165,12 @@ impl Metrics {
             "Time Relay spends on a leg before calling the provider (auth, validation, quota, notes)",
             relay_overhead.clone(),
         );
+        let limits_store_errors = Counter::default();
+        registry.register(
+            "limits_store_errors",
+            "Limit decisions Redis did not answer in time, decided by this instance's own counters",
+            limits_store_errors.clone(),
+        );
         Arc::new(Self {
             registry: root,
             http_requests,
@@ -175,6 +182,7 @@ impl Metrics {
             quota_refusals,
             notes_injected,
             relay_overhead,
+            limits_store_errors,
         })
     }
 
@@ -212,6 +220,10 @@ pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> R
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    // The request span (opened before routing) learns its route template here.
+    let span = tracing::Span::current();
+    span.record("http.route", route.as_str());
+    crate::telemetry::rename(&span, format!("{method} {route}"));
     let response = next.run(req).await;
     state.metrics().observe_request(
         &method,

@@ -143,6 +143,17 @@ impl fmt::Display for RetryAfter {
 }
 
 impl ProviderError {
+    /// A short name for traces (`error.type`): which way the attempt failed, without its text.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Connect(_) => "connect",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::Status { .. } => "status",
+            Self::Protocol(_) => "protocol",
+            Self::IdleTimeout => "idle_timeout",
+        }
+    }
+
     /// Whether the next model of a chain may be tried, provided no output was sent yet.
     pub fn retryable_before_output(&self) -> bool {
         match self {

@@ -123,6 +123,14 @@ impl PgStore {
             .connect_lazy_with(connect);
         match pool.acquire().await {
             Ok(_) => {}
+            // Said plainly: a refused certificate is a configuration problem, not an outage, so it
+            // stops start-up. sqlx reports a handshake the verifier refused as an I/O error
+            // carrying rustls' text.
+            Err(e) if matches!(e, sqlx::Error::Tls(_)) || e.to_string().contains("certificate") => {
+                anyhow::bail!(
+                    "cannot connect to PostgreSQL at {target}: TLS failed ({e}); check sslmode and sslrootcert in the URL"
+                )
+            }
             Err(e) => match StoreError::from(e) {
                 StoreError::Unavailable(why) => tracing::warn!(
                     store = %target,
