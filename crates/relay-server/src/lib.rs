@@ -4,10 +4,12 @@
 //! runs it on a bound listener until a shutdown future resolves.
 
 pub mod accounts;
+pub mod admin;
 pub mod agent;
 pub mod app;
 pub mod clock;
 pub mod config;
+pub mod console;
 pub mod docs;
 pub mod domain;
 pub mod error;

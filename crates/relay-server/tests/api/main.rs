@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod accounts;
+mod admin;
 mod agent;
 mod agent_faults;
 mod docs;
