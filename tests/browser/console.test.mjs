@@ -71,8 +71,10 @@ describe("console with accounts", () => {
       // Edit one note and save it.
       const deploy = page.locator("#note-list .note", { hasText: "deploy with the blue button" });
       await deploy.getByRole("button", { name: "Edit" }).click();
-      await deploy.getByRole("textbox").fill("deploy with the green button");
-      await deploy.getByRole("button", { name: "Save" }).click();
+      // While edited, the text sits in a textarea's value, so the item is found by its textarea.
+      const editing = page.locator("#note-list .note", { has: page.locator("textarea") });
+      await editing.getByRole("textbox").fill("deploy with the green button");
+      await editing.getByRole("button", { name: "Save" }).click();
       await until("the edited note", async () => (await noteTexts(page)).includes("deploy with the green button"));
       let list = await relay.api("GET", "/v1/memory/list", token);
       assert.ok(list.body.items.some((n) => n.note === "deploy with the green button"), "saved on the server");

@@ -35,6 +35,11 @@ test("the reference page shows every operation, grouped by area, with examples",
   const text = await page.locator("#redoc").innerText();
   assert.ok(!text.includes("`signup_closed`"), "literal backticks left in the page");
   assert.ok(await page.locator("code", { hasText: "signup_closed" }).count() > 0);
+  // A request example (a curl line) for every operation, and the bodies' own examples.
+  const operations = Object.values(doc.paths).flatMap((item) => Object.keys(item)).length;
+  const curls = (text.match(/curl -X /g) || []).length;
+  assert.ok(curls >= operations, `${curls} curl samples for ${operations} operations`);
+  assert.ok(text.includes("Use pnpm, not npm"), "the remember example");
   // The leg's NDJSON events as a sample stream.
   assert.ok(text.includes('"event":"start"'), "no NDJSON sample stream");
   assert.deepEqual(problems, []);

@@ -13,6 +13,7 @@ pub mod console;
 pub mod docs;
 pub mod domain;
 pub mod error;
+pub mod examples;
 pub mod extract;
 pub mod health;
 pub mod limits;

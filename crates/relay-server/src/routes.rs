@@ -67,5 +67,6 @@ fn with_body_limit(
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = api().into_openapi();
     docs::add_unauthorized_responses(&mut doc);
+    crate::examples::add_examples(&mut doc);
     doc
 }

@@ -6,6 +6,7 @@ mod accounts;
 mod admin;
 mod agent;
 mod agent_faults;
+mod console;
 mod docs;
 mod fake_upstream;
 mod helpers;
