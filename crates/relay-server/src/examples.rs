@@ -131,10 +131,10 @@ fn curl(method: &str, path: &str, op: &Operation, body: Option<&Value>) -> Strin
 
 /// Sets the example of one response's media type, when the operation has it.
 fn response_example(op: &mut Operation, status: &str, media: &str, example: String) {
-    if let Some(RefOr::T(response)) = op.responses.responses.get_mut(status) {
-        if let Some(RefOr::T(content)) = response.content.get_mut(media) {
-            content.example = Some(Value::String(example));
-        }
+    if let Some(RefOr::T(response)) = op.responses.responses.get_mut(status)
+        && let Some(RefOr::T(content)) = response.content.get_mut(media)
+    {
+        content.example = Some(Value::String(example));
     }
 }
 
@@ -155,10 +155,10 @@ pub fn add_examples(doc: &mut utoipa::openapi::OpenApi) {
                 .iter()
                 .find(|(m, p, _)| *m == method && p == path)
                 .map(|(_, _, b)| b);
-            if let (Some(body), Some(RefOr::T(request))) = (body, op.request_body.as_mut()) {
-                if let Some(RefOr::T(content)) = request.content.get_mut("application/json") {
-                    content.example = Some(body.clone());
-                }
+            if let (Some(body), Some(RefOr::T(request))) = (body, op.request_body.as_mut())
+                && let Some(RefOr::T(content)) = request.content.get_mut("application/json")
+            {
+                content.example = Some(body.clone());
             }
             let sample =
                 json!([{"lang": "Shell", "label": "curl", "source": curl(method, path, op, body)}]);
@@ -167,6 +167,16 @@ pub fn add_examples(doc: &mut utoipa::openapi::OpenApi) {
                 .insert("x-codeSamples".to_owned(), sample);
             if path == "/v1/agent/stream" {
                 response_example(op, "200", "application/x-ndjson", ndjson_sample());
+                // Renderers show a string example of a JSON-like media type as one quoted
+                // string; the description shows the stream as it arrives, one event a line.
+                let description = op.description.get_or_insert_with(String::new);
+                description.push_str(&format!(
+                    "\n\nA leg as it streams, one event a line:\n\n```\n{}```\n",
+                    ndjson_sample()
+                ));
+            }
+            if path == "/console" || path == "/docs" {
+                response_example(op, "200", "text/html", PAGE_SAMPLE.to_owned());
             }
             if path == "/metrics" {
                 response_example(op, "200", "text/plain", METRICS_SAMPLE.to_owned());
@@ -174,6 +184,9 @@ pub fn add_examples(doc: &mut utoipa::openapi::OpenApi) {
         }
     }
 }
+
+const PAGE_SAMPLE: &str =
+    "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n…";
 
 const METRICS_SAMPLE: &str = "# HELP relay_http_requests_total HTTP requests by method, route and status.\n\
     # TYPE relay_http_requests_total counter\n\
