@@ -4,14 +4,17 @@
 //! runs it on a bound listener until a shutdown future resolves.
 
 pub mod accounts;
+pub mod admin;
 pub mod agent;
 pub mod app;
 pub mod clock;
 pub mod compat;
 pub mod config;
+pub mod console;
 pub mod docs;
 pub mod domain;
 pub mod error;
+pub mod examples;
 pub mod extract;
 pub mod guard;
 pub mod health;

@@ -147,6 +147,8 @@ pub trait AuthStore: Send + Sync {
     /// The account and its password hash.
     async fn user_by_email(&self, email: &str) -> StoreResult<Option<(User, String)>>;
     async fn list_users(&self) -> StoreResult<Vec<User>>;
+    /// One page of accounts in the order `list_users` gives, and how many there are in all.
+    async fn list_users_page(&self, limit: u32, offset: u64) -> StoreResult<(u64, Vec<User>)>;
     async fn update_user(&self, email: &str, changes: UserChanges) -> StoreResult<Option<User>>;
     /// Removes the account and its sessions; the caller removes notes from the memory store.
     async fn delete_user(&self, email: &str) -> StoreResult<Option<User>>;

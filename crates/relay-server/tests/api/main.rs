@@ -3,10 +3,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod accounts;
+mod admin;
 mod agent;
 mod agent_faults;
 mod compat;
 mod compat_sdk;
+mod console;
 mod docs;
 mod fake_upstream;
 mod hardening;
