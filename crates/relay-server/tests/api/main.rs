@@ -6,6 +6,7 @@ mod accounts;
 mod agent;
 mod agent_faults;
 mod compat;
+mod compat_controls;
 mod compat_sdk;
 mod docs;
 mod fake_upstream;
