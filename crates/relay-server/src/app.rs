@@ -331,8 +331,18 @@ fn cors_layer(config: &Config) -> Option<CorsLayer> {
         CorsLayer::new()
             .allow_origin(allow)
             .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
-            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
-            .expose_headers([REQUEST_ID])
+            // The compatible endpoints' headers too, so a browser SDK passes the preflight.
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                REQUEST_ID,
+                HeaderName::from_static("x-api-key"),
+                HeaderName::from_static("anthropic-version"),
+                HeaderName::from_static("x-relay-project"),
+                HeaderName::from_static("x-relay-cwd"),
+                HeaderName::from_static("x-relay-git-remote"),
+            ])
+            .expose_headers([REQUEST_ID, HeaderName::from_static(crate::compat::NOTE_IDS)])
             .max_age(Duration::from_secs(600)),
     )
 }

@@ -25,7 +25,7 @@ mod providers {
     use relay_server::providers::openai::{self, OpenAiProvider};
     use relay_server::providers::{
         ChatMessage, ChatRequest, EventNormaliser, EventStream, FinishReason, Provider,
-        ProviderError, ProviderEvent, ToolCall, ToolSpec, Usage, sse,
+        ProviderError, ProviderEvent, ToolCall, ToolChoice, ToolSpec, Usage, sse,
     };
     use serde_json::{Value, json};
     use tokio::sync::oneshot;
@@ -1527,6 +1527,8 @@ mod providers {
             }],
             max_tokens,
             temperature: Some(0.5),
+            stop: vec!["END".to_owned()],
+            tool_choice: Some(ToolChoice::Required),
         }
     }
 
@@ -1561,6 +1563,8 @@ mod providers {
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
         assert_eq!(body["max_tokens"], 300);
         assert_eq!(body["temperature"], 0.5);
+        assert_eq!(body["stop"], json!(["END"]));
+        assert_eq!(body["tool_choice"], "required");
         assert_eq!(
             body["tools"],
             json!([{"type": "function", "function": {
@@ -1612,6 +1616,8 @@ mod providers {
             "max_tokens is required: the default fills in"
         );
         assert_eq!(body["system"], "Be brief.");
+        assert_eq!(body["stop_sequences"], json!(["END"]));
+        assert_eq!(body["tool_choice"], json!({"type": "any"}));
         assert_eq!(
             body["tools"],
             json!([{"name": "get_weather", "description": "Weather for a city", "input_schema": weather_schema()}])
@@ -1676,7 +1682,11 @@ mod providers {
         );
         assert_eq!(
             body["generationConfig"],
-            json!({"maxOutputTokens": 300, "temperature": 0.5})
+            json!({"maxOutputTokens": 300, "temperature": 0.5, "stopSequences": ["END"]})
+        );
+        assert_eq!(
+            body["toolConfig"],
+            json!({"functionCallingConfig": {"mode": "ANY"}})
         );
         assert_eq!(
             body["tools"],
@@ -1712,7 +1722,7 @@ mod providers {
         assert!(gemini3[2].get("thoughtSignature").is_none());
         assert_eq!(
             seen[1].body.get("generationConfig"),
-            Some(&json!({"temperature": 0.5}))
+            Some(&json!({"temperature": 0.5, "stopSequences": ["END"]}))
         );
     }
 
