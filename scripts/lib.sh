@@ -1,20 +1,33 @@
 # Shared by the opt-in scripts: build the release binary and start a `relay serve` with accounts on.
 # Sets RELAY_PID, RELAY_URL and RELAY_DIR; the caller stops it with stop_relay.
 # RELAY_SKIP_BUILD=1 uses target/release/relay as it is (say, while another build holds the lock);
-# RELAY_EXTRA_TOML is appended to the configuration.
+# RELAY_EXTRA_TOML is appended to the configuration. RELAY_BIN runs another binary (a debug build).
+# RELAY_STORE=postgres keeps both stores in a fresh database on the shared PostgreSQL
+# (RELAY_PG, default postgres://postgres@127.0.0.1:5432), dropped again by stop_relay;
+# the default, sqlite, keeps them in a file in a temporary directory.
 
 repo_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 
 start_relay() {
   local root; root=$(repo_root)
-  [ -n "${RELAY_SKIP_BUILD:-}" ] || (cd "$root" && cargo build --release -p relay >/dev/null)
+  local bin=${RELAY_BIN:-$root/target/release/relay}
+  [ -n "${RELAY_SKIP_BUILD:-}" ] || [ -n "${RELAY_BIN:-}" ] || (cd "$root" && cargo build --release -p relay >/dev/null)
   RELAY_DIR=$(mktemp -d)
+  local store_url="sqlite://$RELAY_DIR/relay.db"
+  case "${RELAY_STORE:-sqlite}" in
+    sqlite) ;;
+    postgres)
+      RELAY_PG_DB="relay_script_$(date +%s)_$$"
+      psql -q "${RELAY_PG:-postgres://postgres@127.0.0.1:5432}/postgres" -c "CREATE DATABASE $RELAY_PG_DB"
+      store_url="${RELAY_PG:-postgres://postgres@127.0.0.1:5432}/$RELAY_PG_DB" ;;
+    *) echo "RELAY_STORE must be sqlite or postgres"; exit 1 ;;
+  esac
   cat >"$RELAY_DIR/relay.toml" <<TOML
 bind = "127.0.0.1:0"
 [memory]
-url = "sqlite://$RELAY_DIR/relay.db"
+url = "$store_url"
 [auth]
-url = "sqlite://$RELAY_DIR/relay.db"
+url = "$store_url"
 default_limit = -1
 [limits]
 agent_per_minute = 1000000
@@ -25,7 +38,7 @@ signin_failures = 100000
 ${RELAY_EXTRA_TOML:-}
 TOML
   env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY -u GEMINI_API_KEY RELAY_LOG=warn,relay=info \
-    "$root/target/release/relay" --config "$RELAY_DIR/relay.toml" serve >"$RELAY_DIR/serve.log" 2>&1 &
+    "$bin" --config "$RELAY_DIR/relay.toml" serve >"$RELAY_DIR/serve.log" 2>&1 &
   RELAY_PID=$!
   for _ in $(seq 200); do
     RELAY_URL=$(grep -oE 'listening on [0-9.:]+' "$RELAY_DIR/serve.log" | awk '{print "http://"$3}') || true
@@ -35,7 +48,13 @@ TOML
   [ -n "${RELAY_URL:-}" ] || { echo "relay did not start"; cat "$RELAY_DIR/serve.log"; exit 1; }
 }
 
-stop_relay() { kill -TERM "$RELAY_PID" 2>/dev/null || true; wait "$RELAY_PID" 2>/dev/null || true; }
+stop_relay() {
+  kill -TERM "$RELAY_PID" 2>/dev/null || true
+  wait "$RELAY_PID" 2>/dev/null || true
+  if [ -n "${RELAY_PG_DB:-}" ]; then
+    psql -q "${RELAY_PG:-postgres://postgres@127.0.0.1:5432}/postgres" -c "DROP DATABASE IF EXISTS $RELAY_PG_DB" || true
+  fi
+}
 
 # Prints a fresh token for a new unlimited user.
 new_token() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Opt-in API fuzzing: schemathesis (PyPI) against /openapi.json with a signed-in user.
 # Passes when it reports no server error and no response outside the documented schema.
-# Usage: scripts/schemathesis.sh [MAX_EXAMPLES]   (default 100 per operation)
+# Usage: [RELAY_STORE=sqlite|postgres] scripts/schemathesis.sh [MAX_EXAMPLES]   (default 100 per operation)
+# RELAY_STORE picks the backend both stores use (scripts/lib.sh); each store's results are kept apart.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
@@ -48,5 +49,5 @@ token=$(new_token)
   --exclude-path /v1/auth/signout \
   --max-examples "${1:-100}" \
   --seed 42 \
-  --report junit --report-dir "$here/results" \
-  2>&1 | tee "$here/results-schemathesis.txt"
+  --report junit --report-dir "$here/results/${RELAY_STORE:-sqlite}" \
+  2>&1 | tee "$here/results-schemathesis-${RELAY_STORE:-sqlite}.txt"

@@ -44,6 +44,7 @@ struct Inner {
     docs: Docs,
     models: crate::agent::models::Models,
     limits: crate::limits::Limits,
+    shared_limits: Option<Arc<crate::shared_limits::SharedStore>>,
     search: Option<Arc<dyn crate::search::SearchBackend>>,
     /// Cancelled when the shutdown grace period is over: open legs end with an `error` line.
     legs_stop: tokio_util::sync::CancellationToken,
@@ -81,6 +82,10 @@ impl AppState {
     }
     pub fn limits(&self) -> &crate::limits::Limits {
         &self.0.limits
+    }
+    /// The Redis store that shares limits across instances; `None` without `[limits] url`.
+    pub fn shared_limits(&self) -> Option<&Arc<crate::shared_limits::SharedStore>> {
+        self.0.shared_limits.as_ref()
     }
     /// The web search backend; `None` without `[search]`.
     pub fn search(&self) -> Option<&Arc<dyn crate::search::SearchBackend>> {
@@ -188,7 +193,17 @@ impl Relay {
         env: &dyn crate::config::Env,
     ) -> anyhow::Result<Self> {
         let models = crate::agent::models::Models::from_config(&config, env)?;
-        let limits = crate::limits::Limits::new(&config.limits);
+        let metrics = Metrics::new();
+        let shared_limits = match &config.limits.url {
+            Some(url) => Some(Arc::new(crate::shared_limits::SharedStore::open(
+                url,
+                &config.limits.prefix,
+                env.var("REDIS_PASSWORD"),
+                metrics.limits_store_errors.clone(),
+            )?)),
+            None => None,
+        };
+        let limits = crate::limits::Limits::new(&config.limits, shared_limits.as_ref());
         let search = crate::search::from_config(config.search.as_ref(), env)?;
         let (memory_kib, iterations) = config
             .auth
@@ -198,7 +213,8 @@ impl Relay {
         let signin_throttle = SigninThrottle::new(
             config.limits.signin_failures,
             Duration::from_secs(config.limits.signin_window_secs),
-        );
+        )
+        .shared(shared_limits.as_ref());
         let docs = Docs::new(&crate::routes::openapi())?;
         Ok(Self {
             state: AppState(Arc::new(Inner {
@@ -211,10 +227,11 @@ impl Relay {
                 config,
                 passwords,
                 signin_throttle,
-                metrics: Metrics::new(),
+                metrics,
                 docs,
                 models,
                 limits,
+                shared_limits,
                 search,
                 legs_stop: tokio_util::sync::CancellationToken::new(),
             })),
@@ -275,11 +292,22 @@ impl Relay {
                             .map(|c| c.0.ip());
                         let client = crate::guard::client_ip(peer, req.headers(), &trusted)
                             .map_or_else(|| "-".to_owned(), |ip| ip.to_string());
-                        tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), client = %client, request_id = %id)
+                        // The route template and status are filled in once known; the span continues
+                        // the caller's W3C trace when it sent one.
+                        let span = tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), client = %client, request_id = %id,
+                            otel.name = %req.method(), otel.kind = "server", http.request.method = %req.method(),
+                            http.route = tracing::field::Empty, http.response.status_code = tracing::field::Empty,
+                            otel.status_code = tracing::field::Empty);
+                        crate::telemetry::continue_trace(&span, req.headers());
+                        span
                     })
                     .on_request(())
                     .on_response(
-                        |res: &Response, latency: Duration, _span: &tracing::Span| {
+                        |res: &Response, latency: Duration, span: &tracing::Span| {
+                            span.record("http.response.status_code", res.status().as_u16());
+                            if res.status().is_server_error() {
+                                span.record("otel.status_code", "ERROR");
+                            }
                             tracing::info!(status = res.status().as_u16(), latency_ms = latency.as_secs_f64() * 1000.0, "response");
                         },
                     ),
@@ -303,8 +331,18 @@ fn cors_layer(config: &Config) -> Option<CorsLayer> {
         CorsLayer::new()
             .allow_origin(allow)
             .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
-            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
-            .expose_headers([REQUEST_ID])
+            // The compatible endpoints' headers too, so a browser SDK passes the preflight.
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                REQUEST_ID,
+                HeaderName::from_static("x-api-key"),
+                HeaderName::from_static("anthropic-version"),
+                HeaderName::from_static("x-relay-project"),
+                HeaderName::from_static("x-relay-cwd"),
+                HeaderName::from_static("x-relay-git-remote"),
+            ])
+            .expose_headers([REQUEST_ID, HeaderName::from_static(crate::compat::NOTE_IDS)])
             .max_age(Duration::from_secs(600)),
     )
 }

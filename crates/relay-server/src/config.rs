@@ -38,6 +38,9 @@ pub struct Config {
     /// Cross-origin access; closed unless origins are listed.
     #[serde(default)]
     pub cors: CorsConfig,
+    /// Trace export over OTLP; off unless an endpoint is given.
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetryConfig,
     /// Open mode only: host names (a `Host` header without its port, or with it) accepted besides
     /// `localhost`, `127.0.0.1` and `[::1]`; any other `Host` is 403, which defeats DNS rebinding.
     #[serde(default)]
@@ -318,10 +321,21 @@ pub struct LimitsConfig {
     /// Signups allowed per client address in an hour (each one costs an Argon2id hash).
     #[serde(default = "default_signups_per_hour")]
     pub signups_per_hour: u32,
+    /// A Redis server (`redis://` or `rediss://`) that shares these limits across instances;
+    /// absent: each instance counts in its own memory.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Key prefix in Redis, so several deployments can share one server.
+    #[serde(default = "default_limits_prefix")]
+    pub prefix: String,
 }
 
 fn default_signups_per_hour() -> u32 {
     20
+}
+
+fn default_limits_prefix() -> String {
+    "relay".to_owned()
 }
 
 fn default_agent_per_minute() -> u32 {
@@ -353,6 +367,8 @@ impl Default for LimitsConfig {
             signin_failures: default_signin_failures(),
             signin_window_secs: default_signin_window_secs(),
             signups_per_hour: default_signups_per_hour(),
+            url: None,
+            prefix: default_limits_prefix(),
         }
     }
 }
@@ -411,6 +427,7 @@ impl Default for Config {
             allowed_hosts: Vec::new(),
             trusted_proxies: Vec::new(),
             shutdown_grace_ms: default_shutdown_grace_ms(),
+            telemetry: crate::telemetry::TelemetryConfig::default(),
         }
     }
 }
@@ -468,6 +485,9 @@ impl Config {
         if let Some(url) = env.var("RELAY_AUTH_URL") {
             // Setting the auth store from the environment turns auth on, as a file `[auth]` table would.
             self.auth.get_or_insert_with(AuthConfig::default).url = url;
+        }
+        if let Some(endpoint) = env.var("OTEL_EXPORTER_OTLP_ENDPOINT") {
+            self.telemetry.otlp_endpoint = Some(endpoint);
         }
         Ok(())
     }

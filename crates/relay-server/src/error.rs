@@ -101,6 +101,10 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Unavailable(detail) => Self::store_unavailable(detail),
             StoreError::Conflict(what) => Self::internal(format!("unexpected conflict: {what}")),
+            StoreError::Unstorable(detail) => {
+                tracing::debug!(%detail, "the store refused a value");
+                Self::invalid("the text holds a character that cannot be stored (a NUL?)")
+            }
             StoreError::Internal(detail) => Self::internal(detail),
         }
     }

@@ -34,7 +34,27 @@ pub async fn get_readyz(State(state): State<AppState>) -> (StatusCode, axum::Jso
     if let Some(auth) = state.auth() {
         checks.insert("auth_store".to_owned(), run(auth.ping()).await);
     }
-    let ready = checks.values().all(|c| c.status == "ok");
+    if let Some(shared) = state.shared_limits() {
+        // Degraded, not down: while Redis is away each instance limits on its own and serves on.
+        let started = Instant::now();
+        // A failure in the last second counts too: decisions are being made locally right now.
+        let outcome = if shared.degraded() {
+            Err("Redis failed a moment ago".to_owned())
+        } else {
+            shared.ping().await
+        };
+        checks.insert(
+            "limits".to_owned(),
+            Check {
+                status: if outcome.is_ok() { "ok" } else { "degraded" }.into(),
+                detail: outcome
+                    .err()
+                    .map(|e| format!("{e}; using per-instance limits")),
+                latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+            },
+        );
+    }
+    let ready = checks.values().all(|c| c.status != "down");
     let status = if ready {
         StatusCode::OK
     } else {

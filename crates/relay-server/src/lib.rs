@@ -4,14 +4,17 @@
 //! runs it on a bound listener until a shutdown future resolves.
 
 pub mod accounts;
+pub mod admin;
 pub mod agent;
 pub mod app;
 pub mod clock;
 pub mod compat;
 pub mod config;
+pub mod console;
 pub mod docs;
 pub mod domain;
 pub mod error;
+pub mod examples;
 pub mod extract;
 pub mod guard;
 pub mod health;
@@ -22,9 +25,11 @@ pub mod operator;
 pub mod providers;
 pub mod routes;
 pub mod search;
+pub mod shared_limits;
 pub mod shutdown;
 pub mod store;
 pub mod suggest;
+pub mod telemetry;
 pub mod waitlist;
 
 pub use app::{AppState, Relay, Stores, serve, shutdown_signal};

@@ -1,7 +1,9 @@
 //! Per-caller rate limits for agent legs and suggestions (CONTRACT.md, Quota), keyed by user id,
-//! and for signups, keyed by client address.
+//! and for signups, keyed by client address. With `[limits] url` they are counted in Redis across
+//! instances; these counters decide while Redis does not answer.
 
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
@@ -9,11 +11,16 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::config::LimitsConfig;
 use crate::error::ApiError;
+use crate::shared_limits::{SharedStore, wait_secs};
 
 /// One keyed limiter: `per_minute` sustained, bursts of `burst`.
 pub struct CallerLimit {
     limiter: DefaultKeyedRateLimiter<String>,
     clock: DefaultClock,
+    /// The same quota in Redis: the limit's name in its keys, the emission interval and burst.
+    shared: Option<(Arc<SharedStore>, &'static str)>,
+    interval: Duration,
+    burst: u32,
 }
 
 impl CallerLimit {
@@ -23,6 +30,9 @@ impl CallerLimit {
         Self {
             limiter: RateLimiter::keyed(Quota::per_minute(per_minute).allow_burst(burst)),
             clock: DefaultClock::default(),
+            shared: None,
+            interval: Duration::from_secs(60) / per_minute.get(),
+            burst: burst.get(),
         }
     }
 
@@ -32,11 +42,30 @@ impl CallerLimit {
         Self {
             limiter: RateLimiter::keyed(Quota::per_hour(n).allow_burst(n)),
             clock: DefaultClock::default(),
+            shared: None,
+            interval: Duration::from_secs(3600) / n.get(),
+            burst: n.get(),
         }
     }
 
-    /// Spends one cell of `caller`'s budget, or answers 429 with the wait.
-    pub fn check(&self, caller: &str) -> Result<(), ApiError> {
+    /// Counts this limit in `store` under `name`, across instances.
+    pub fn shared(mut self, store: Option<&Arc<SharedStore>>, name: &'static str) -> Self {
+        self.shared = store.map(|s| (s.clone(), name));
+        self
+    }
+
+    /// Spends one cell of `caller`'s budget, or answers 429 with the wait: in Redis when it is
+    /// configured and answers, else in this instance.
+    pub async fn check(&self, caller: &str) -> Result<(), ApiError> {
+        if let Some((store, name)) = &self.shared
+            && let Some(decided) = store.rate(name, caller, self.interval, self.burst).await
+        {
+            return decided.map_err(|wait_ms| ApiError::rate_limited(wait_secs(wait_ms)));
+        }
+        self.check_local(caller)
+    }
+
+    fn check_local(&self, caller: &str) -> Result<(), ApiError> {
         let key = caller.to_owned();
         match self.limiter.check_key(&key) {
             Ok(()) => Ok(()),
@@ -60,11 +89,14 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub fn new(config: &LimitsConfig) -> Self {
+    /// `shared`: the Redis store of `[limits] url`, if any.
+    pub fn new(config: &LimitsConfig, shared: Option<&Arc<SharedStore>>) -> Self {
         Self {
-            agent: CallerLimit::new(config.agent_per_minute, config.agent_burst),
-            suggest: CallerLimit::new(config.suggest_per_minute, config.suggest_burst),
-            signup: CallerLimit::per_hour(config.signups_per_hour),
+            agent: CallerLimit::new(config.agent_per_minute, config.agent_burst)
+                .shared(shared, "agent"),
+            suggest: CallerLimit::new(config.suggest_per_minute, config.suggest_burst)
+                .shared(shared, "suggest"),
+            signup: CallerLimit::per_hour(config.signups_per_hour).shared(shared, "signup"),
         }
     }
 }
@@ -77,10 +109,13 @@ mod tests {
     fn bursts_then_refuses_per_caller() {
         let l = CallerLimit::new(60, 3);
         for _ in 0..3 {
-            assert!(l.check("a").is_ok());
+            assert!(l.check_local("a").is_ok());
         }
-        let err = l.check("a").unwrap_err();
+        let err = l.check_local("a").unwrap_err();
         assert_eq!(err.code, relay_wire::ErrorCode::RateLimited);
-        assert!(l.check("b").is_ok(), "another caller has its own budget");
+        assert!(
+            l.check_local("b").is_ok(),
+            "another caller has its own budget"
+        );
     }
 }

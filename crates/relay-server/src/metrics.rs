@@ -4,11 +4,14 @@
 //! blow up the series count. The registry belongs to one app (no global recorder), so tests and
 //! several apps in one process never mix their counts.
 
+mod format;
+mod process;
+
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -38,6 +41,11 @@ pub struct LegLabels {
     pub model: String,
     /// `tool_calls`, `done`, `error`, `failed` (no model answered), `cancelled` (the client left).
     pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -77,11 +85,26 @@ pub struct Metrics {
     pub quota_refusals: Counter,
     pub notes_injected: Counter,
     pub relay_overhead: Histogram,
+    pub limits_store_errors: Counter,
 }
 
 impl Metrics {
     pub fn new() -> Arc<Self> {
-        let mut registry = Registry::with_prefix("relay");
+        // The root holds the unprefixed `process_*` family; Relay's own live under `relay_`.
+        let mut root = Registry::default();
+        root.register_collector(Box::new(process::ProcessCollector));
+        let registry = root.sub_registry_with_prefix("relay");
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "The running build, by version; always 1",
+            build_info,
+        );
         let http_requests = Family::<HttpLabels, Counter>::default();
         registry.register(
             "http_requests",
@@ -142,8 +165,14 @@ impl Metrics {
             "Time Relay spends on a leg before calling the provider (auth, validation, quota, notes)",
             relay_overhead.clone(),
         );
+        let limits_store_errors = Counter::default();
+        registry.register(
+            "limits_store_errors",
+            "Limit decisions Redis did not answer in time, decided by this instance's own counters",
+            limits_store_errors.clone(),
+        );
         Arc::new(Self {
-            registry,
+            registry: root,
             http_requests,
             http_duration,
             agent_legs,
@@ -153,10 +182,11 @@ impl Metrics {
             quota_refusals,
             notes_injected,
             relay_overhead,
+            limits_store_errors,
         })
     }
 
-    /// The text exposition.
+    /// The OpenMetrics exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
@@ -190,6 +220,10 @@ pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> R
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    // The request span (opened before routing) learns its route template here.
+    let span = tracing::Span::current();
+    span.record("http.route", route.as_str());
+    crate::telemetry::rename(&span, format!("{method} {route}"));
     let response = next.run(req).await;
     state.metrics().observe_request(
         &method,
@@ -200,16 +234,27 @@ pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> R
     response
 }
 
-/// Prometheus text exposition.
+/// Prometheus metrics, in the format `Accept` asks for.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String)))]
-pub async fn get_metrics(State(state): State<AppState>) -> Response {
+    responses((status = 200, description = "OpenMetrics 1.0 when `Accept` prefers `application/openmetrics-text`, otherwise Prometheus text format 0.0.4",
+        content(
+            (String = "text/plain"),
+            (String = "application/openmetrics-text"),
+        ))))]
+pub async fn get_metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let body = state.metrics().render();
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (content_type, body) = if format::wants_openmetrics(accept) {
+        (format::OPENMETRICS, body)
+    } else {
+        (format::TEXT_004, format::to_text_004(&body))
+    };
     (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        state.metrics().render(),
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::VARY, "accept"),
+        ],
+        body,
     )
         .into_response()
 }

@@ -6,7 +6,7 @@ use std::io::BufRead;
 use crate::app::Stores;
 use crate::config::{Config, redact_url};
 use crate::domain::{Email, Password, Role};
-use crate::store::{NewUser, StoreError, User, UserChanges};
+use crate::store::{AuthStore, MemoryStore, NewUser, StoreError, User, UserChanges};
 
 /// The one-line start-up summary: bind, stores (credentials redacted), auth mode, providers.
 pub fn startup_summary(config: &Config, bound: std::net::SocketAddr, providers: &str) -> String {
@@ -141,32 +141,65 @@ impl Users {
         limit: Option<i64>,
         reset_usage: bool,
     ) -> Result<User, OperatorError> {
-        let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
-        let changes = UserChanges {
-            role: role
-                .map(Role::parse)
-                .transpose()
-                .map_err(OperatorError::Invalid)?,
-            limit: check_limit(limit)?,
-            reset_usage,
-        };
-        self.auth()?
-            .update_user(email.as_str(), changes)
-            .await?
-            .ok_or_else(|| OperatorError::NoSuchUser(email.to_string()))
+        let changes = parse_changes(role, limit, reset_usage)?;
+        set_user(self.auth()?.as_ref(), email, changes).await
     }
 
     /// Deletes the account, its sessions, and every note it stored.
     pub async fn delete(&self, email: &str) -> Result<User, OperatorError> {
-        let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
-        let user = self
-            .auth()?
-            .delete_user(email.as_str())
-            .await?
-            .ok_or_else(|| OperatorError::NoSuchUser(email.to_string()))?;
-        self.stores.memory.memory.delete_all_notes(&user.id).await?;
-        Ok(user)
+        delete_user(
+            self.auth()?.as_ref(),
+            self.stores.memory.memory.as_ref(),
+            email,
+        )
+        .await
     }
+}
+
+/// A role and a limit as `relay users set` and `PATCH /v1/admin/users/{email}` take them, checked.
+pub fn parse_changes(
+    role: Option<&str>,
+    limit: Option<i64>,
+    reset_usage: bool,
+) -> Result<UserChanges, OperatorError> {
+    Ok(UserChanges {
+        role: role
+            .map(Role::parse)
+            .transpose()
+            .map_err(OperatorError::Invalid)?,
+        limit: check_limit(limit)?,
+        reset_usage,
+    })
+}
+
+/// Changes one account: the one code path of `relay users set` and the admin endpoint.
+pub async fn set_user(
+    auth: &dyn AuthStore,
+    email: &str,
+    changes: UserChanges,
+) -> Result<User, OperatorError> {
+    let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
+    auth.update_user(email.as_str(), changes)
+        .await?
+        .ok_or_else(|| OperatorError::NoSuchUser(email.to_string()))
+}
+
+/// Deletes the account, its sessions, and every note it stored: the one code path of
+/// `relay users delete` and the admin endpoint.
+pub async fn delete_user(
+    auth: &dyn AuthStore,
+    memory: &dyn MemoryStore,
+    email: &str,
+) -> Result<User, OperatorError> {
+    let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
+    let user = auth
+        .delete_user(email.as_str())
+        .await?
+        .ok_or_else(|| OperatorError::NoSuchUser(email.to_string()))?;
+    memory.delete_all_notes(&user.id).await?;
+    // A deleted account's user id is never issued again, so its note counters can go too.
+    memory.forget_counters(&user.id).await?;
+    Ok(user)
 }
 
 fn check_limit(limit: Option<i64>) -> Result<Option<i64>, OperatorError> {

@@ -8,7 +8,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::app::AppState;
-use crate::{accounts, agent, compat, docs, health, memory, metrics, search, suggest, waitlist};
+use crate::{
+    accounts, admin, agent, compat, console, docs, health, memory, metrics, search, suggest,
+    waitlist,
+};
 
 pub fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(docs::base())
@@ -18,6 +21,9 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(accounts::signout))
         .routes(routes!(accounts::get_me))
         .routes(routes!(waitlist::join_waitlist))
+        // Account administration (issue 16)
+        .routes(routes!(admin::list_users))
+        .routes(routes!(admin::patch_user, admin::delete_user))
         // Agent streaming (spec §4.2, §2.8, §2.9)
         .routes(with_body_limit(
             routes!(agent::stream_leg),
@@ -50,6 +56,10 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(metrics::get_metrics))
         .routes(routes!(docs::get_openapi))
         .routes(routes!(docs::get_docs))
+        .routes(routes!(docs::get_docs_asset))
+        // The web console (issue 16)
+        .routes(routes!(console::get_console))
+        .routes(routes!(console::get_console_asset))
 }
 
 /// Lets one route take larger bodies than the 1 MiB every other route is held to.
@@ -69,5 +79,6 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = api().into_openapi();
     docs::add_unauthorized_responses(&mut doc);
     docs::add_guard_responses(&mut doc);
+    crate::examples::add_examples(&mut doc);
     doc
 }

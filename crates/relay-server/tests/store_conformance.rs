@@ -175,7 +175,7 @@ conformance!(
     recall_gives_the_newest_oldest_first,
     list_pages_with_totals,
     deletes_touch_only_the_callers_notes,
-    the_cascade_leaves_no_row_index_entry_or_counter,
+    the_cascade_leaves_no_row_or_index_entry_and_keeps_the_counters,
     edits_keep_the_index_in_step,
     injection_is_whole_ranked_or_nothing,
     injection_keeps_the_budget,
@@ -548,10 +548,20 @@ async fn ids_are_never_reused_after_deletes(f: &Fixture) {
         "mem#u1#p#6",
         "a deleted note's text is new again, under a new id"
     );
-    // The GDPR cascade removes the counters with everything else of the user.
+    // The GDPR cascade removes every note but keeps the counters: an id is never reused.
     mem.delete_all_notes("u1").await.unwrap();
     assert_eq!(
         mem.remember(note("u1", "p", "again", 7.0))
+            .await
+            .unwrap()
+            .id,
+        "mem#u1#p#7"
+    );
+    // Only deleting the account (whose id is never issued again) drops them.
+    mem.delete_all_notes("u1").await.unwrap();
+    mem.forget_counters("u1").await.unwrap();
+    assert_eq!(
+        mem.remember(note("u1", "p", "fresh", 8.0))
             .await
             .unwrap()
             .id,
@@ -725,7 +735,7 @@ async fn deletes_touch_only_the_callers_notes(f: &Fixture) {
     assert_eq!(mem.recall("u2", "p", 10).await.unwrap(), ["b1"]);
 }
 
-async fn the_cascade_leaves_no_row_index_entry_or_counter(f: &Fixture) {
+async fn the_cascade_leaves_no_row_or_index_entry_and_keeps_the_counters(f: &Fixture) {
     let mem = &f.store.memory;
     for (p, n) in [
         ("p1", "zebracorn migrations"),
@@ -740,12 +750,12 @@ async fn the_cascade_leaves_no_row_index_entry_or_counter(f: &Fixture) {
     assert_eq!(f.index_rows("zebracorn").await, (4, 0, 2));
     assert_eq!(mem.delete_all_notes("u_a").await.unwrap(), 3);
     assert_eq!(f.rows_of("notes", "u_a").await, 0);
-    assert_eq!(f.rows_of("note_counters", "u_a").await, 0);
     assert_eq!(
-        f.rows_of("note_counters", "u_b").await,
-        1,
-        "others keep theirs"
+        f.rows_of("note_counters", "u_a").await,
+        2,
+        "the id counters stay, so no id is reused"
     );
+    assert_eq!(f.rows_of("note_counters", "u_b").await, 1);
     assert_eq!(
         f.index_rows("zebracorn").await,
         (1, 0, 0),
@@ -756,6 +766,11 @@ async fn the_cascade_leaves_no_row_index_entry_or_counter(f: &Fixture) {
         ["unrelated note of b"]
     );
     assert!(mem.delete_note("u_a", "mem#u_a#p1#1").await.unwrap() == 0);
+    let next = mem.remember(note("u_a", "p2", "after", 3.0)).await.unwrap();
+    assert_eq!(
+        next.id, "mem#u_a#p2#3",
+        "numbering goes on after the cascade"
+    );
 }
 
 /// Hand-written notes of a coding project: enough of them that the project does not fit the budget,

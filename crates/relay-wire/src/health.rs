@@ -15,14 +15,14 @@ pub struct Health {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Readiness {
     pub status: String,
-    /// One entry per dependency (`memory_store`, `auth_store`).
+    /// One entry per dependency (`memory_store`, `auth_store`, and `limits` with a shared limits store).
     pub checks: BTreeMap<String, Check>,
 }
 
 /// One readiness check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Check {
-    /// `ok` or `down`.
+    /// `ok`, `down`, or `degraded` (working without the dependency; does not fail readiness).
     pub status: String,
     /// Why it is down, in operator terms (no credentials).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -4,6 +4,7 @@
 //! added as optional, never removed or renamed.
 
 pub mod account;
+pub mod admin;
 pub mod agent;
 pub mod error;
 pub mod health;

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use relay_server::config::{Config, ProcessEnv};
 use relay_server::operator::{self, Users};
+use relay_server::telemetry::TelemetryConfig;
 
 #[derive(Parser)]
 #[command(
@@ -74,17 +75,39 @@ enum UsersCommand {
     Delete { email: String },
 }
 
-fn init_logging(json: bool) {
+/// Logs to stderr, and spans to the OTLP collector when `[telemetry]` names one (the returned
+/// exporter is flushed at exit).
+fn init_logging(
+    json: bool,
+    telemetry: &TelemetryConfig,
+) -> anyhow::Result<Option<relay_server::telemetry::Tracing>> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_env("RELAY_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if json {
-        builder.json().flatten_event(true).init();
+    let (otel, exporter) = match relay_server::telemetry::layer(telemetry)? {
+        Some((layer, exporter)) => (Some(layer), Some(exporter)),
+        None => (None, None),
+    };
+    let fmt = if json {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .json()
+            .flatten_event(true)
+            .boxed()
     } else {
-        builder.with_ansi(std::io::stderr().is_terminal()).init();
-    }
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .boxed()
+    };
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(otel)
+        .with(fmt)
+        .init();
+    Ok(exporter)
 }
 
 #[tokio::main]
@@ -110,8 +133,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             allow_open,
             log_json,
         } => {
-            init_logging(log_json);
             let config = Config::load(cli.config.as_deref(), &ProcessEnv)?;
+            let exporter = init_logging(log_json, &config.telemetry)?;
             operator::check_open_bind(&config, allow_open)?;
             let listener = tokio::net::TcpListener::bind(config.bind)
                 .await
@@ -130,12 +153,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                      and [[models]] to the configuration."
                 );
             }
-            relay_server::shutdown::serve_bounded(
+            let served = relay_server::shutdown::serve_bounded(
                 &relay,
                 listener,
                 relay_server::shutdown_signal(),
             )
-            .await?;
+            .await;
+            if let Some(exporter) = exporter {
+                // Off the async workers: shutting down waits for the batch task's last export.
+                let _ = tokio::task::spawn_blocking(move || exporter.shutdown()).await;
+            }
+            served?;
             Ok(())
         }
         Command::Users { command } => {

@@ -72,7 +72,7 @@ pub async fn signup(
     }
     // Each signup costs a hash: an address gets `signups_per_hour` of them.
     if let Some(ip) = client {
-        state.limits().signup.check(&ip.to_string())?;
+        state.limits().signup.check(&ip.to_string()).await?;
     }
     let password_hash = state.passwords().hash(password.expose()).await?;
     let new = NewUser {
@@ -124,6 +124,7 @@ pub async fn signin(
     let reservation = state
         .signin_throttle()
         .reserve(&keys)
+        .await
         .map_err(ApiError::rate_limited)?;
     let checked = match auth.user_by_email(email.as_str()).await {
         Ok(found) => {
@@ -138,7 +139,7 @@ pub async fn signin(
     };
     match checked {
         Ok(Some((user, _))) => {
-            reservation.release();
+            reservation.release().await;
             Ok(axum::Json(state.start_session(&user).await?))
         }
         Ok(None) => Err(ApiError::new(
@@ -147,7 +148,7 @@ pub async fn signin(
         )),
         // No password was checked (store down, hashing busy): not a failure.
         Err(e) => {
-            reservation.release();
+            reservation.release().await;
             Err(e)
         }
     }

@@ -6,10 +6,16 @@
 //! passwords are ever checked per key per window (issue 12.3). A refused attempt is not checked
 //! at all, so a correct guess made while locked is not revealed. A lock lasts until the oldest
 //! counted failure is `window` old.
+//!
+//! With `[limits] url` the budget lives in Redis (one script per reservation, the same sliding
+//! window), so it holds across instances; while Redis does not answer, this instance's own map
+//! decides.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use crate::shared_limits::{SharedStore, wait_secs};
 
 /// Keys kept before forgotten failures are swept out.
 const SWEEP_ABOVE: usize = 100_000;
@@ -18,6 +24,7 @@ pub struct SigninThrottle {
     budget: usize,
     window: Duration,
     failures: Mutex<HashMap<String, VecDeque<Instant>>>,
+    shared: Option<Arc<SharedStore>>,
 }
 
 /// A place taken in the failure budget of each key; it stays spent unless `release`d.
@@ -25,7 +32,14 @@ pub struct SigninThrottle {
 pub struct Reservation<'a> {
     throttle: &'a SigninThrottle,
     keys: Vec<String>,
-    at: Instant,
+    place: Place,
+}
+
+/// Where the place was taken.
+enum Place {
+    Local(Instant),
+    /// In Redis, under this member of each key's set.
+    Shared(String),
 }
 
 impl SigninThrottle {
@@ -35,7 +49,14 @@ impl SigninThrottle {
             budget: usize::try_from(failures.max(1)).unwrap_or(usize::MAX),
             window,
             failures: Mutex::new(HashMap::new()),
+            shared: None,
         }
+    }
+
+    /// Keeps the budget in `store` (Redis), shared by every instance.
+    pub fn shared(mut self, store: Option<&Arc<SharedStore>>) -> Self {
+        self.shared = store.cloned();
+        self
     }
 
     fn map(&self) -> MutexGuard<'_, HashMap<String, VecDeque<Instant>>> {
@@ -45,8 +66,26 @@ impl SigninThrottle {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes one place in every key's budget, or answers the seconds to wait when any is spent.
-    pub fn reserve(&self, keys: &[String]) -> Result<Reservation<'_>, u64> {
+    /// Takes one place in every key's budget, or answers the seconds to wait when any is spent:
+    /// in Redis when it is configured and answers, else in this instance.
+    pub async fn reserve(&self, keys: &[String]) -> Result<Reservation<'_>, u64> {
+        if let Some(store) = &self.shared {
+            let budget = u32::try_from(self.budget).unwrap_or(u32::MAX);
+            if let Some(decided) = store.reserve(keys, budget, self.window).await {
+                return match decided {
+                    Ok(member) => Ok(Reservation {
+                        throttle: self,
+                        keys: keys.to_vec(),
+                        place: Place::Shared(member),
+                    }),
+                    Err(wait_ms) => Err(wait_secs(wait_ms)),
+                };
+            }
+        }
+        self.reserve_local(keys)
+    }
+
+    fn reserve_local(&self, keys: &[String]) -> Result<Reservation<'_>, u64> {
         let now = Instant::now();
         let window = self.window;
         let expired = |q: &mut VecDeque<Instant>| {
@@ -82,18 +121,27 @@ impl SigninThrottle {
         Ok(Reservation {
             throttle: self,
             keys: keys.to_vec(),
-            at: now,
+            place: Place::Local(now),
         })
     }
 }
 
 impl Reservation<'_> {
     /// Gives the place back: the password was right, or it was never checked (a store failure).
-    pub fn release(self) {
+    pub async fn release(self) {
+        let at = match &self.place {
+            Place::Local(at) => *at,
+            Place::Shared(member) => {
+                if let Some(store) = &self.throttle.shared {
+                    store.release(&self.keys, member).await;
+                }
+                return;
+            }
+        };
         let mut map = self.throttle.map();
         for key in &self.keys {
             if let Some(q) = map.get_mut(key)
-                && let Some(i) = q.iter().position(|t| *t == self.at)
+                && let Some(i) = q.iter().position(|t| *t == at)
             {
                 q.remove(i);
             }
@@ -105,17 +153,17 @@ impl Reservation<'_> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn locks_after_the_budget_and_only_that_key() {
+    #[tokio::test]
+    async fn locks_after_the_budget_and_only_that_key() {
         let t = SigninThrottle::new(3, Duration::from_secs(900));
         let keys = vec!["email:a@x.com".to_owned(), "addr:1.2.3.4".to_owned()];
-        let held: Vec<_> = (0..3).map(|_| t.reserve(&keys).unwrap()).collect();
-        let wait = t.reserve(&keys).err().unwrap();
+        let held: Vec<_> = (0..3).map(|_| t.reserve_local(&keys).unwrap()).collect();
+        let wait = t.reserve_local(&keys).err().unwrap();
         assert!(wait > 0 && wait <= 901, "{wait}");
-        assert!(t.reserve(&["email:b@x.com".to_owned()]).is_ok());
+        assert!(t.reserve_local(&["email:b@x.com".to_owned()]).is_ok());
         // A released place (a right password) is free again.
-        held.into_iter().next().unwrap().release();
-        assert!(t.reserve(&keys).is_ok());
-        assert!(t.reserve(&keys).is_err());
+        held.into_iter().next().unwrap().release().await;
+        assert!(t.reserve_local(&keys).is_ok());
+        assert!(t.reserve_local(&keys).is_err());
     }
 }

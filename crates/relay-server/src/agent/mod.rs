@@ -17,6 +17,7 @@ use relay_wire::agent::AgentRequest;
 use relay_wire::tools::{ToolRole, ToolsResponse, catalogue};
 use relay_wire::{ErrorBody, ErrorCode};
 use serde::Deserialize;
+use tracing::Instrument;
 use utoipa::IntoParams;
 
 pub use request::{ValidLeg, project_from, project_of, validate};
@@ -95,7 +96,7 @@ pub async fn open_leg(
             "no model is configured for auto",
         ));
     }
-    state.limits().agent.check(caller.user_id())?;
+    state.limits().agent.check(caller.user_id()).await?;
     // Admission (a write) and the note lookup (reads) go to the store side by side: a leg waits
     // for the slower of the two, not for both. A refused leg's notes are thrown away.
     let admission = async {
@@ -119,7 +120,12 @@ pub async fn open_leg(
             Caller::Local => stream::Quota::OpenMode(state.memory().clone()),
         })
     };
-    let (quota, injected) = tokio::join!(admission, inject::notes(state, caller.user_id(), &leg));
+    let admission = admission.instrument(tracing::info_span!("admission"));
+    let lookup = inject::notes(state, caller.user_id(), &leg).instrument(tracing::info_span!(
+        "note_lookup",
+        relay.project_id = leg.project_id.as_deref().unwrap_or_default()
+    ));
+    let (quota, injected) = tokio::join!(admission, lookup);
     let quota = quota?;
     stream::open(
         state.clone(),

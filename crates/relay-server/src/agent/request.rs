@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::ProjectId;
 use crate::error::ApiError;
-use crate::providers::{ChatMessage, ChatRequest, ToolCall, ToolSpec};
+use crate::providers::{ChatMessage, ChatRequest, ToolCall, ToolChoice, ToolSpec};
 
 /// A leg that passed validation, before a model is chosen.
 #[derive(Debug)]
@@ -20,6 +20,9 @@ pub struct ValidLeg {
     pub tools: Vec<ToolSpec>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f64>,
+    /// Set only by the compatible endpoints; a native leg has neither.
+    pub stop: Vec<String>,
+    pub tool_choice: Option<ToolChoice>,
     pub project_id: Option<String>,
     /// The latest user message: what injected notes should be relevant to.
     pub last_user_text: String,
@@ -35,6 +38,8 @@ impl ValidLeg {
             tools: self.tools.clone(),
             max_tokens: self.max_tokens,
             temperature: self.temperature,
+            stop: self.stop.clone(),
+            tool_choice: self.tool_choice.clone(),
         }
     }
 }
@@ -191,6 +196,8 @@ pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
         tools,
         max_tokens: req.max_tokens,
         temperature: req.temperature,
+        stop: Vec::new(),
+        tool_choice: None,
         project_id: project_of(req)?,
         last_user_text,
     })

@@ -15,6 +15,7 @@ use relay_wire::ErrorCode;
 use relay_wire::agent::{
     AgentEvent, FinishReason as WireFinish, ToolCall as WireCall, Usage as WireUsage,
 };
+use tracing::Instrument;
 
 use super::inject;
 use super::models::ModelEntry;
@@ -88,7 +89,25 @@ pub async fn open(
     'chain: for model in &chain {
         for attempt in 0..=retries {
             let sent = Instant::now();
-            match first_output(model, leg.to_chat(&model.upstream, system.clone()), idle).await {
+            let span = attempt_span(model, attempt);
+            let tried = first_output(model, leg.to_chat(&model.upstream, system.clone()), idle)
+                .instrument(span.clone())
+                .await;
+            let outcome = match &tried {
+                Ok(_) => "output",
+                Err(e) => e.kind(),
+            };
+            span.record("relay.outcome", outcome);
+            span.record(
+                "relay.time_to_first_output_ms",
+                sent.elapsed().as_secs_f64() * 1000.0,
+            );
+            if tried.is_err() {
+                span.record("otel.status_code", "ERROR");
+                span.record("error.type", outcome);
+            }
+            drop(span);
+            match tried {
                 Ok((events, first)) => {
                     state
                         .metrics()
@@ -151,6 +170,26 @@ pub async fn open(
     })
 }
 
+/// One try of one model, with the GenAI semantic-convention attributes a trace reader filters on.
+fn attempt_span(model: &ModelEntry, attempt: u32) -> tracing::Span {
+    tracing::info_span!(
+        "provider_attempt",
+        otel.name = format!("chat {}", model.upstream),
+        otel.kind = "client",
+        gen_ai.operation.name = "chat",
+        gen_ai.system = model.provider.kind(),
+        gen_ai.provider.name = model.provider.kind(),
+        gen_ai.request.model = model.upstream.as_str(),
+        relay.model = model.name.as_str(),
+        relay.provider = model.provider_name.as_str(),
+        relay.attempt = attempt,
+        relay.outcome = tracing::field::Empty,
+        relay.time_to_first_output_ms = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
 /// Sends the request and waits for the first event, each within the idle timeout.
 async fn first_output(
     model: &ModelEntry,
@@ -194,7 +233,21 @@ fn events_of(
     let mut queued = VecDeque::with_capacity(2);
     queued.push_back(Queued::Line(start));
     queued.push_back(Queued::Provider(first));
+    // Open until the leg ends (the terminal line, or the client leaving); its parent is the request.
+    let span = tracing::info_span!(
+        "stream",
+        gen_ai.operation.name = "chat",
+        gen_ai.system = model.provider.kind(),
+        gen_ai.request.model = model.upstream.as_str(),
+        relay.model = model.name.as_str(),
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        gen_ai.response.finish_reasons = tracing::field::Empty,
+        relay.outcome = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
     let leg = Leg {
+        span,
         state,
         model,
         events,
@@ -234,6 +287,7 @@ enum Queued {
 
 /// The state of one streaming leg; dropping it (the client left) drops the upstream request.
 struct Leg {
+    span: tracing::Span,
     state: AppState,
     model: Arc<ModelEntry>,
     events: EventStream,
@@ -251,6 +305,7 @@ impl Drop for Leg {
         metrics.active_streams.dec();
         if !self.finished {
             metrics.leg(&self.model.name, "cancelled");
+            self.span.record("relay.outcome", "cancelled");
         }
     }
 }
@@ -318,6 +373,18 @@ impl Leg {
                 self.finished = true;
                 let metrics = self.state.metrics();
                 metrics.tokens(&self.model.name, usage.input_tokens, usage.output_tokens);
+                self.span
+                    .record("gen_ai.usage.input_tokens", usage.input_tokens)
+                    .record("gen_ai.usage.output_tokens", usage.output_tokens)
+                    .record(
+                        "relay.outcome",
+                        if tool_calls.is_empty() {
+                            "done"
+                        } else {
+                            "tool_calls"
+                        },
+                    )
+                    .record("gen_ai.response.finish_reasons", finish_reason.as_str());
                 let usage = wire_usage(usage);
                 Some(if tool_calls.is_empty() {
                     metrics.leg(&self.model.name, "done");
@@ -361,6 +428,9 @@ impl Leg {
 
     fn fail(&mut self, e: &ProviderError) -> AgentEvent {
         self.finished = true;
+        self.span
+            .record("relay.outcome", "error")
+            .record("otel.status_code", "ERROR");
         self.state.metrics().leg(&self.model.name, "error");
         tracing::warn!(model = %self.model.name, error = %e, "leg failed after the headers");
         let (error, retryable) = match e {

@@ -21,6 +21,7 @@ use utoipa::ToSchema;
 use super::{Api, errors};
 use crate::app::AppState;
 use crate::error::ApiError;
+use crate::providers::ToolChoice;
 
 /// A Messages request. Fields Relay does not use (`metadata`, `top_k`...) are ignored.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -38,13 +39,14 @@ pub struct MessagesRequest {
     pub system: Option<Value>,
     #[serde(default)]
     pub tools: Vec<ToolIn>,
-    /// `{type: "none"}` sends no tools; other choices leave the choice to the model.
+    /// `{type: "auto" | "any" | "none"}` or `{type: "tool", name}`, forwarded in the answering
+    /// provider's own form.
     #[serde(default)]
     #[schema(value_type = Object)]
     pub tool_choice: Option<Value>,
     #[serde(default)]
     pub temperature: Option<f64>,
-    /// Accepted, not forwarded to the provider.
+    /// Forwarded to the provider (the Responses API has none).
     #[serde(default)]
     pub stop_sequences: Option<Vec<String>>,
     #[serde(default)]
@@ -135,7 +137,9 @@ async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Respons
     let caller = super::caller(&state, &headers, Api::Anthropic).await?;
     let request: MessagesRequest = crate::extract::parse_json(&body)?;
     let (leg_request, tools) = translate(&request)?;
-    let leg = super::leg(&leg_request, &tools, &headers)?;
+    let mut leg = super::leg(&leg_request, &tools, &headers)?;
+    leg.stop = request.stop_sequences.clone().unwrap_or_default();
+    leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
     let opened = super::open(&state, &caller, &headers, &request.model, leg, arrived).await?;
     let mut writer = Writer {
         id: format!("msg_{}", hex::encode(rand::random::<[u8; 12]>())),
@@ -174,6 +178,19 @@ fn plain_text(value: &Value, at: &str) -> Result<String, ApiError> {
             .collect(),
         Value::Null => Ok(String::new()),
         _ => Err(bad(at.to_owned(), "must be a string or an array of blocks")),
+    }
+}
+
+/// `tool_choice`: `{type: "auto" | "any" | "none"}` or `{type: "tool", name}`.
+fn tool_choice(value: &Value) -> Result<ToolChoice, ApiError> {
+    match (value["type"].as_str(), value["name"].as_str()) {
+        (Some("auto"), _) => Ok(ToolChoice::Auto),
+        (Some("any"), _) => Ok(ToolChoice::Required),
+        (Some("none"), _) => Ok(ToolChoice::None),
+        (Some("tool"), Some(name)) => Ok(ToolChoice::Function(name.to_owned())),
+        _ => Err(ApiError::invalid(
+            "tool_choice must be {type: auto | any | none} or {type: \"tool\", name}",
+        )),
     }
 }
 
@@ -237,14 +254,9 @@ fn translate(request: &MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), 
             }
         }
     }
-    let send_tools = !request
-        .tool_choice
-        .as_ref()
-        .is_some_and(|c| c["type"] == "none");
     let tools: Vec<ToolDef> = request
         .tools
         .iter()
-        .filter(|_| send_tools)
         .map(|t| ToolDef {
             name: t.name.clone(),
             description: t.description.clone().unwrap_or_default(),

@@ -20,6 +20,7 @@ use utoipa::ToSchema;
 use super::{Api, errors};
 use crate::app::AppState;
 use crate::error::ApiError;
+use crate::providers::ToolChoice;
 
 /// A Chat Completions request. Fields Relay does not use (`n`, `user`, `seed`...) are ignored.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -30,7 +31,8 @@ pub struct ChatCompletionRequest {
     pub messages: Vec<ChatMessageIn>,
     #[serde(default)]
     pub tools: Vec<ChatTool>,
-    /// `none` sends no tools; `auto`, `required` and a named function leave the choice to the model.
+    /// `auto`, `none`, `required` or `{type: "function", function: {name}}`, forwarded in the
+    /// answering provider's own form.
     #[serde(default)]
     #[schema(value_type = Object)]
     pub tool_choice: Option<Value>,
@@ -41,7 +43,7 @@ pub struct ChatCompletionRequest {
     pub max_completion_tokens: Option<u32>,
     #[serde(default)]
     pub temperature: Option<f64>,
-    /// A string or up to 4 strings; accepted, not forwarded to the provider.
+    /// A string or up to 4 strings, forwarded to the provider (the Responses API has none).
     #[serde(default)]
     #[schema(value_type = Object)]
     pub stop: Option<Value>,
@@ -168,7 +170,9 @@ async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Respons
     let caller = super::caller(&state, &headers, Api::OpenAi).await?;
     let request: ChatCompletionRequest = crate::extract::parse_json(&body)?;
     let (leg_request, tools) = translate(&request)?;
-    let leg = super::leg(&leg_request, &tools, &headers)?;
+    let mut leg = super::leg(&leg_request, &tools, &headers)?;
+    leg.stop = stop(request.stop.as_ref())?;
+    leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
     let opened = super::open(&state, &caller, &headers, &request.model, leg, arrived).await?;
     let writer = Writer {
         id: format!("chatcmpl-{}", hex::encode(rand::random::<[u8; 12]>())),
@@ -216,11 +220,9 @@ fn translate(request: &ChatCompletionRequest) -> Result<(AgentRequest, Vec<ToolD
             tool_call_id: m.tool_call_id.clone(),
         });
     }
-    let send_tools = !matches!(&request.tool_choice, Some(Value::String(s)) if s == "none");
     let tools: Vec<ToolDef> = request
         .tools
         .iter()
-        .filter(|_| send_tools)
         .map(|t| ToolDef {
             name: t.function.name.clone(),
             description: t.function.description.clone().unwrap_or_default(),
@@ -245,6 +247,37 @@ fn translate(request: &ChatCompletionRequest) -> Result<(AgentRequest, Vec<ToolD
         temperature: request.temperature,
     };
     Ok((leg, tools))
+}
+
+/// `stop`: a string or an array of up to 4 strings.
+fn stop(value: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    let bad = || ApiError::invalid("stop must be a string or an array of up to 4 strings");
+    match value {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(vec![s.clone()]),
+        Some(Value::Array(items)) if items.len() <= 4 => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_owned).ok_or_else(bad))
+            .collect(),
+        Some(_) => Err(bad()),
+    }
+}
+
+/// `tool_choice`: `auto`, `none`, `required` or `{type: "function", function: {name}}`.
+fn tool_choice(value: &Value) -> Result<ToolChoice, ApiError> {
+    match (
+        value.as_str(),
+        value["type"].as_str(),
+        value["function"]["name"].as_str(),
+    ) {
+        (Some("auto"), ..) => Ok(ToolChoice::Auto),
+        (Some("none"), ..) => Ok(ToolChoice::None),
+        (Some("required"), ..) => Ok(ToolChoice::Required),
+        (None, Some("function"), Some(name)) => Ok(ToolChoice::Function(name.to_owned())),
+        _ => Err(ApiError::invalid(
+            "tool_choice must be auto, none, required or {type: \"function\", function: {name}}",
+        )),
+    }
 }
 
 /// A string, or text parts joined; other part kinds (images, audio) are refused.

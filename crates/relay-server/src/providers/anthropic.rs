@@ -9,13 +9,13 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::endpoint::{Endpoint, KeyHeader};
 use super::sse::{self, EventNormaliser, parse_json};
 use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
-    ProviderEvent, Usage, error_from_json, finish_turn,
+    ProviderEvent, ToolChoice, Usage, error_from_json, finish_turn,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -77,7 +77,23 @@ fn body(request: &ChatRequest) -> Body<'_> {
             })
             .collect(),
         temperature: request.temperature,
+        stop_sequences: &request.stop,
+        tool_choice: tool_choice(request),
     }
+}
+
+/// `{type: "auto" | "none" | "any"}` or `{type: "tool", name}`.
+fn tool_choice(request: &ChatRequest) -> Option<Value> {
+    let choice = request
+        .tool_choice
+        .as_ref()
+        .filter(|_| !request.tools.is_empty())?;
+    Some(match choice {
+        ToolChoice::Auto => json!({"type": "auto"}),
+        ToolChoice::None => json!({"type": "none"}),
+        ToolChoice::Required => json!({"type": "any"}),
+        ToolChoice::Function(name) => json!({"type": "tool", "name": name}),
+    })
 }
 
 /// Relay's messages as Messages turns. Roles must alternate, so consecutive turns of one role
@@ -149,6 +165,10 @@ struct Body<'a> {
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
 }
 
 #[derive(Serialize)]

@@ -79,6 +79,10 @@ impl Endpoint {
         for (name, value) in extra {
             builder = builder.header(*name, *value);
         }
+        // The provider sees this attempt as the parent of its own spans (W3C traceparent).
+        for (name, value) in crate::telemetry::outgoing_headers() {
+            builder = builder.header(name, value);
+        }
         if let Some(key) = &self.api_key {
             let (name, value) = match self.key_header {
                 KeyHeader::Bearer => (AUTHORIZATION.as_str(), format!("Bearer {key}")),

@@ -33,6 +33,24 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f64>,
+    /// Sequences that end the answer; the Responses API has no such field, so it drops them.
+    pub stop: Vec<String>,
+    /// How the model may use `tools`; `None` leaves the provider's default (the model decides).
+    /// Adapters send it only alongside tools, since providers refuse a choice among none.
+    pub tool_choice: Option<ToolChoice>,
+}
+
+/// The caller's say over tool use, which each adapter writes in its provider's own form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides whether to call a tool.
+    Auto,
+    /// No tool may be called (the tools still describe the calls in the history).
+    None,
+    /// Some tool must be called.
+    Required,
+    /// This tool must be called.
+    Function(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,6 +161,17 @@ impl fmt::Display for RetryAfter {
 }
 
 impl ProviderError {
+    /// A short name for traces (`error.type`): which way the attempt failed, without its text.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Connect(_) => "connect",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::Status { .. } => "status",
+            Self::Protocol(_) => "protocol",
+            Self::IdleTimeout => "idle_timeout",
+        }
+    }
+
     /// Whether the next model of a chain may be tried, provided no output was sent yet.
     pub fn retryable_before_output(&self) -> bool {
         match self {

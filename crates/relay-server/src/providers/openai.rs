@@ -11,13 +11,13 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::endpoint::{Endpoint, KeyHeader};
 use super::sse::{self, EventNormaliser, parse_json};
 use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
-    ProviderEvent, Usage, error_from_json, finish_turn,
+    ProviderEvent, ToolChoice, Usage, error_from_json, finish_turn,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -68,8 +68,24 @@ impl OpenAiProvider {
             max_tokens,
             max_completion_tokens,
             temperature: request.temperature,
+            stop: &request.stop,
+            tool_choice: tool_choice(request),
         }
     }
+}
+
+/// `auto`, `none`, `required` or `{type: "function", function: {name}}`.
+fn tool_choice(request: &ChatRequest) -> Option<Value> {
+    let choice = request
+        .tool_choice
+        .as_ref()
+        .filter(|_| !request.tools.is_empty())?;
+    Some(match choice {
+        ToolChoice::Auto => json!("auto"),
+        ToolChoice::None => json!("none"),
+        ToolChoice::Required => json!("required"),
+        ToolChoice::Function(name) => json!({"type": "function", "function": {"name": name}}),
+    })
 }
 
 #[async_trait]
@@ -140,6 +156,10 @@ struct Body<'a> {
     max_completion_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
 }
 
 #[derive(Serialize)]

@@ -14,7 +14,7 @@ use super::endpoint::{Endpoint, KeyHeader};
 use super::sse::{self, EventNormaliser, parse_json};
 use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
-    ProviderEvent, Usage, error_from_json, finish_turn,
+    ProviderEvent, ToolChoice, Usage, error_from_json, finish_turn,
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -99,6 +99,19 @@ pub fn body(request: &ChatRequest) -> Value {
     }
     if let Some(t) = request.temperature {
         body["temperature"] = json!(t);
+    }
+    // The Responses API has no stop sequences: `request.stop` is dropped here.
+    if let Some(choice) = request
+        .tool_choice
+        .as_ref()
+        .filter(|_| !request.tools.is_empty())
+    {
+        body["tool_choice"] = match choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Function(name) => json!({"type": "function", "name": name}),
+        };
     }
     body
 }

@@ -24,6 +24,10 @@ pub enum StoreError {
     /// The store cannot be reached or is locked or full; the caller may retry later.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The store cannot hold a value the request carried (PostgreSQL refuses a NUL character in
+    /// text): the request's fault, a 400.
+    #[error("value the store cannot hold: {0}")]
+    Unstorable(String),
     /// Anything else: a bug or corrupt data. Logged, never shown.
     #[error("store error: {0}")]
     Internal(String),
@@ -42,6 +46,11 @@ impl From<sqlx::Error> for StoreError {
                     .is_some() =>
             {
                 let code = db.code().unwrap_or_default();
+                // 22021: a byte sequence invalid in the encoding (a NUL character in text);
+                // 22P05: a character the encoding cannot represent.
+                if code == "22021" || code == "22P05" {
+                    return Self::Unstorable(e.to_string());
+                }
                 let retryable = code.starts_with("08") // connection exception
                     || code.starts_with("53") // insufficient resources: too many connections, disk full
                     || code.starts_with("57P") // admin/crash shutdown, cannot connect now
@@ -138,6 +147,8 @@ pub trait AuthStore: Send + Sync {
     /// The account and its password hash.
     async fn user_by_email(&self, email: &str) -> StoreResult<Option<(User, String)>>;
     async fn list_users(&self) -> StoreResult<Vec<User>>;
+    /// One page of accounts in the order `list_users` gives, and how many there are in all.
+    async fn list_users_page(&self, limit: u32, offset: u64) -> StoreResult<(u64, Vec<User>)>;
     async fn update_user(&self, email: &str, changes: UserChanges) -> StoreResult<Option<User>>;
     /// Removes the account and its sessions; the caller removes notes from the memory store.
     async fn delete_user(&self, email: &str) -> StoreResult<Option<User>>;
@@ -268,8 +279,13 @@ pub trait MemoryStore: Send + Sync {
     async fn open_legs(&self) -> StoreResult<i64>;
 
     /// The GDPR cascade: every note of the user in every project and everything derived from them
-    /// (index rows, id counters), in one transaction. Returns how many notes went.
+    /// (index rows), in one transaction. Returns how many notes went. The per-project id counters
+    /// stay: they hold no note text, and an id is never reused.
     async fn delete_all_notes(&self, user_id: &str) -> StoreResult<u64>;
+
+    /// Drops the user's id counters: only when the account itself is deleted, whose id is never
+    /// issued again.
+    async fn forget_counters(&self, user_id: &str) -> StoreResult<()>;
 
     /// A cheap round trip for readiness.
     async fn ping(&self) -> StoreResult<()>;

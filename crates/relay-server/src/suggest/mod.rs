@@ -37,7 +37,7 @@ pub async fn suggest(
     caller: Caller,
     Json(body): Json<SuggestRequest>,
 ) -> ApiResult<axum::Json<SuggestResponse>> {
-    state.limits().suggest.check(caller.user_id())?;
+    state.limits().suggest.check(caller.user_id()).await?;
     let none = axum::Json(SuggestResponse { suggestion: None });
     if body.partial.chars().count() < 2 || body.partial.len() > MAX_SUGGESTION_BYTES {
         return Ok(none);

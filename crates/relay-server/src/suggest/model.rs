@@ -49,6 +49,7 @@ pub async fn complete(
         tools: Vec::new(),
         max_tokens: Some(96),
         temperature: Some(0.0),
+        ..ChatRequest::default()
     };
     let answer = tokio::time::timeout(deadline, async {
         let mut events = entry.provider.stream(request).await.ok()?;

@@ -196,8 +196,7 @@ async fn chat_completion_streams_parallel_tool_calls_with_indices_then_usage_and
 }
 
 #[tokio::test]
-async fn chat_completion_tool_round_trip_reaches_the_upstream_and_tool_choice_none_sends_no_tools()
-{
+async fn chat_completion_tool_round_trip_reaches_the_upstream_with_the_callers_controls() {
     let fake = FakeUpstream::start().await;
     let app = open_app(&fake).await;
     let req = json!({"model": "m2", "max_completion_tokens": 50, "max_tokens": 10, "temperature": 0.5, "stop": ["\n"],
@@ -220,11 +219,12 @@ async fn chat_completion_tool_round_trip_reaches_the_upstream_and_tool_choice_no
         sent["messages"][3],
         json!({"role": "tool", "tool_call_id": "c1", "content": "x at line 3"})
     );
-    assert!(
-        sent.get("tools")
-            .is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)),
-        "{sent}"
-    );
+    // `none` is forwarded beside the tools (the history's calls stay described), and so are
+    // the other controls.
+    assert_eq!(sent["tool_choice"], "none");
+    assert_eq!(sent["tools"][0]["function"]["name"], "grep");
+    assert_eq!(sent["stop"], json!(["\n"]));
+    assert_eq!(sent["temperature"], 0.5);
 }
 
 #[tokio::test]

@@ -3,16 +3,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod accounts;
+mod admin;
 mod agent;
 mod agent_faults;
 mod compat;
+mod compat_controls;
 mod compat_sdk;
+mod console;
 mod docs;
 mod fake_upstream;
 mod hardening;
 mod helpers;
 mod memory;
 mod memory_store;
+mod metrics;
 mod operations;
 mod search;
 mod security;

@@ -130,6 +130,21 @@ async fn note_ids_count_per_project_from_one_and_are_never_reused() {
         ids(&app.list(None, "?project_id=p1").await),
         ["mem#local#p1#5"]
     );
+    // Nor after the GDPR cascade, in either form: every note goes, the numbering does not restart.
+    let r = app.delete("/v1/memory/all", None).await;
+    assert_eq!(body(r).await, json!({"ok": true, "deleted": 2}));
+    app.remember(None, "p1", "f").await;
+    app.remember(None, "p2", "g").await;
+    assert_eq!(
+        ids(&app.list(None, "").await),
+        ["mem#local#p1#6", "mem#local#p2#2"]
+    );
+    let r = app
+        .post("/v1/memory/delete", None, &json!({"all": true}))
+        .await;
+    assert_eq!(body(r).await, json!({"ok": true, "deleted": 2}));
+    app.remember(None, "p1", "h").await;
+    assert_eq!(ids(&app.list(None, "").await), ["mem#local#p1#7"]);
 }
 
 #[tokio::test]
@@ -682,7 +697,7 @@ async fn another_users_notes_are_invisible_and_untouchable() {
 }
 
 #[tokio::test]
-async fn the_cascade_leaves_no_row_of_the_caller_in_any_table() {
+async fn the_cascade_leaves_no_note_or_index_row_of_the_caller() {
     let app = TestApp::with_auth().await;
     let a = app.user("a@example.com").await;
     let b = app.user("b@example.com").await;
@@ -705,8 +720,8 @@ async fn the_cascade_leaves_no_row_of_the_caller_in_any_table() {
     assert_eq!(body(r).await, json!({"ok": true, "deleted": 3}));
 
     if crate::helpers::on_postgres() {
-        // The search vector is a column of `notes` (no separate index table), so no note row and
-        // no counter row of the caller means nothing derived from their notes is left.
+        // The search vector is a column of `notes` (no separate index table), so no note row of
+        // the caller means nothing derived from their notes is left.
         let pool = app.pg_pool().await;
         for table in ["notes", "note_counters"] {
             let n: i64 = sqlx::query_scalar(match table {
@@ -717,7 +732,9 @@ async fn the_cascade_leaves_no_row_of_the_caller_in_any_table() {
             .fetch_one(&pool)
             .await
             .unwrap();
-            assert_eq!(n, 0, "{table} still has rows of the caller");
+            // The id counters stay (no note text in them), so no id is ever reused.
+            let kept = if table == "notes" { 0 } else { 2 };
+            assert_eq!(n, kept, "{table} rows of the caller");
         }
         let (rows, hits): (i64, i64) = sqlx::query_as(
             "SELECT count(*), count(*) FILTER (WHERE search @@ to_tsquery('english', 'zebracorn'))
@@ -750,7 +767,9 @@ async fn the_cascade_leaves_no_row_of_the_caller_in_any_table() {
         .fetch_one(&pool)
         .await
         .unwrap();
-        assert_eq!(n, 0, "{table} still has rows of the caller");
+        // The id counters stay (no note text in them), so no id is ever reused.
+        let kept = if table == "notes" { 0 } else { 2 };
+        assert_eq!(n, kept, "{table} rows of the caller");
     }
     let fts_rows: i64 = sqlx::query_scalar("SELECT count(*) FROM notes_fts")
         .fetch_one(&pool)
@@ -773,4 +792,27 @@ async fn the_cascade_leaves_no_row_of_the_caller_in_any_table() {
     // The account itself stays.
     assert_eq!(app.me(Some(&a)).await.status(), StatusCode::OK);
     assert_eq!(app.recall(Some(&b), "p1").await, ["unrelated note of b"]);
+}
+
+#[tokio::test]
+async fn a_nul_character_in_a_note_is_never_a_server_error() {
+    let app = TestApp::open().await;
+    for body in [
+        json!({"project_id": "p", "note": "before\u{0}after"}),
+        json!({"project_id": "p", "note": "fine", "author": "a\u{0}b"}),
+    ] {
+        let r = app.post("/v1/memory/remember", None, &body).await;
+        if crate::helpers::on_postgres() {
+            // PostgreSQL cannot hold a NUL in text: the request's fault, not the server's.
+            expect_error(r, 400, "invalid_request").await;
+        } else {
+            assert!(
+                r.status().is_success() || r.status() == 400,
+                "{}",
+                r.status()
+            );
+        }
+    }
+    let r = app.remember(None, "p", "plain").await;
+    assert_eq!(r.status(), StatusCode::OK, "the store still works");
 }

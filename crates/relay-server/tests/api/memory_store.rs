@@ -81,6 +81,10 @@ impl MemoryStore for Switchable {
         self.check()?;
         self.inner.delete_all_notes(u).await
     }
+    async fn forget_counters(&self, u: &str) -> StoreResult<()> {
+        self.check()?;
+        self.inner.forget_counters(u).await
+    }
     async fn count_open_leg(&self) -> StoreResult<()> {
         self.check()?;
         self.inner.count_open_leg().await

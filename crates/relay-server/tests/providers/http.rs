@@ -13,7 +13,7 @@ use relay_server::providers::anthropic::AnthropicProvider;
 use relay_server::providers::gemini::GeminiProvider;
 use relay_server::providers::openai::OpenAiProvider;
 use relay_server::providers::{
-    ChatMessage, ChatRequest, Provider, ProviderError, ProviderEvent, ToolSpec,
+    ChatMessage, ChatRequest, Provider, ProviderError, ProviderEvent, ToolChoice, ToolSpec,
 };
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -212,6 +212,8 @@ fn conversation(model: &str, max_tokens: Option<u32>) -> ChatRequest {
         }],
         max_tokens,
         temperature: Some(0.5),
+        stop: vec!["END".to_owned()],
+        tool_choice: Some(ToolChoice::Required),
     }
 }
 
@@ -246,6 +248,8 @@ async fn openai_over_http() {
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
     assert_eq!(body["max_tokens"], 300);
     assert_eq!(body["temperature"], 0.5);
+    assert_eq!(body["stop"], json!(["END"]));
+    assert_eq!(body["tool_choice"], "required");
     assert_eq!(
         body["tools"],
         json!([{"type": "function", "function": {
@@ -297,6 +301,8 @@ async fn anthropic_over_http() {
         "max_tokens is required: the default fills in"
     );
     assert_eq!(body["system"], "Be brief.");
+    assert_eq!(body["stop_sequences"], json!(["END"]));
+    assert_eq!(body["tool_choice"], json!({"type": "any"}));
     assert_eq!(
         body["tools"],
         json!([{"name": "get_weather", "description": "Weather for a city", "input_schema": weather_schema()}])
@@ -361,7 +367,11 @@ async fn gemini_over_http() {
     );
     assert_eq!(
         body["generationConfig"],
-        json!({"maxOutputTokens": 300, "temperature": 0.5})
+        json!({"maxOutputTokens": 300, "temperature": 0.5, "stopSequences": ["END"]})
+    );
+    assert_eq!(
+        body["toolConfig"],
+        json!({"functionCallingConfig": {"mode": "ANY"}})
     );
     assert_eq!(
         body["tools"],
@@ -397,7 +407,7 @@ async fn gemini_over_http() {
     assert!(gemini3[2].get("thoughtSignature").is_none());
     assert_eq!(
         seen[1].body.get("generationConfig"),
-        Some(&json!({"temperature": 0.5}))
+        Some(&json!({"temperature": 0.5, "stopSequences": ["END"]}))
     );
 }
 

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use relay_server::providers::openai_responses::{self, Normaliser, OpenAiResponsesProvider};
 use relay_server::providers::{
     ChatMessage, ChatRequest, FinishReason, Provider, ProviderError, ProviderEvent, ToolCall,
-    ToolSpec, Usage, sse,
+    ToolChoice, ToolSpec, Usage, sse,
 };
 use serde_json::{Value, json};
 
@@ -348,6 +348,8 @@ fn round_trip_request() -> ChatRequest {
         }],
         max_tokens: Some(100),
         temperature: Some(0.2),
+        stop: vec!["END".into()],
+        tool_choice: Some(ToolChoice::Function("weather".into())),
     }
 }
 
@@ -369,6 +371,12 @@ fn the_request_maps_instructions_items_and_function_tools() {
         body["tools"],
         json!([{"type": "function", "name": "weather", "description": "Weather", "parameters": {"type": "object"}}])
     );
+    assert_eq!(
+        body["tool_choice"],
+        json!({"type": "function", "name": "weather"})
+    );
+    // The Responses API has no stop sequences; they are dropped rather than refused.
+    assert!(body.get("stop").is_none(), "{body}");
 }
 
 #[tokio::test]

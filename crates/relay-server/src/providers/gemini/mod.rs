@@ -13,11 +13,11 @@ mod stream;
 
 use async_trait::async_trait;
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::endpoint::{Endpoint, KeyHeader};
 use super::sse;
-use super::{ChatMessage, ChatRequest, EventStream, Provider, ProviderError};
+use super::{ChatMessage, ChatRequest, EventStream, Provider, ProviderError, ToolChoice};
 
 pub use stream::Normaliser;
 
@@ -82,11 +82,13 @@ impl Provider for GeminiProvider {
 }
 
 fn body(request: &ChatRequest) -> Body<'_> {
-    let generation_config = (request.max_tokens.is_some() || request.temperature.is_some())
-        .then_some(GenerationConfig {
-            max_output_tokens: request.max_tokens,
-            temperature: request.temperature,
-        });
+    let generation_config =
+        (request.max_tokens.is_some() || request.temperature.is_some() || !request.stop.is_empty())
+            .then_some(GenerationConfig {
+                max_output_tokens: request.max_tokens,
+                temperature: request.temperature,
+                stop_sequences: &request.stop,
+            });
     let declarations: Vec<_> = request
         .tools
         .iter()
@@ -117,7 +119,24 @@ fn body(request: &ChatRequest) -> Body<'_> {
             }]
         },
         generation_config,
+        tool_config: tool_config(request),
     }
+}
+
+/// `functionCallingConfig`: mode `AUTO`, `NONE` or `ANY`, and `ANY` limited to one
+/// function when the caller named it.
+fn tool_config(request: &ChatRequest) -> Option<Value> {
+    let choice = request
+        .tool_choice
+        .as_ref()
+        .filter(|_| !request.tools.is_empty())?;
+    let config = match choice {
+        ToolChoice::Auto => json!({"mode": "AUTO"}),
+        ToolChoice::None => json!({"mode": "NONE"}),
+        ToolChoice::Required => json!({"mode": "ANY"}),
+        ToolChoice::Function(name) => json!({"mode": "ANY", "allowedFunctionNames": [name]}),
+    };
+    Some(json!({"functionCallingConfig": config}))
 }
 
 /// Relay's messages as Gemini contents: roles `user` and `model`, consecutive turns of one
@@ -228,7 +247,9 @@ struct Body<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<ToolGroup<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    generation_config: Option<GenerationConfig>,
+    generation_config: Option<GenerationConfig<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_config: Option<Value>,
 }
 
 #[derive(Serialize)]
@@ -283,9 +304,11 @@ struct FunctionDeclaration<'a> {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct GenerationConfig {
+struct GenerationConfig<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     max_output_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
 }

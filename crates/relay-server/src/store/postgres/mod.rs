@@ -7,6 +7,8 @@
 //! `sqlx-postgres/src/migrate.rs`, `Migrate::lock`), so instances that start together migrate once.
 
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use sqlx::Row;
@@ -70,8 +72,11 @@ impl PgStore {
         Ok(relevance::select(ranked, budget))
     }
 
-    /// Connects and migrates. Fails when the server cannot be reached within the busy timeout, so
-    /// a misconfigured instance stops at start-up instead of answering 503 forever.
+    /// Connects and migrates. A server that cannot be reached yet (down, starting, unreachable)
+    /// does not stop start-up: the pool connects lazily, the store answers `Unavailable` (503)
+    /// until the server is up, and the first connection made then migrates before any query runs,
+    /// so the instance serves by itself without a restart. A server that answers but refuses
+    /// (wrong password, no such database, a failed migration) still stops start-up.
     pub async fn open(url: &str, options: &StoreOptions) -> anyhow::Result<Self> {
         let connect = PgConnectOptions::from_str(url)
             .map_err(|e| anyhow::anyhow!("cannot parse PostgreSQL URL: {e}"))?
@@ -83,6 +88,7 @@ impl PgStore {
             connect.get_port(),
             connect.get_database().unwrap_or_default()
         );
+        let migrated = Arc::new(AtomicBool::new(false));
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             // A request waits this long for a connection; past it the store counts as unavailable
@@ -91,13 +97,49 @@ impl PgStore {
             // Connections the server dropped (a restart, a failover) are found and replaced before
             // a request gets them, so service resumes by itself when the server is back.
             .test_before_acquire(true)
-            .connect_with(connect)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to PostgreSQL at {target}: {e}"))?;
-        MIGRATOR
-            .run(&pool)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot migrate PostgreSQL database {target}: {e}"))?;
+            .after_connect({
+                let migrated = migrated.clone();
+                move |conn, _meta| {
+                    let migrated = migrated.clone();
+                    Box::pin(async move {
+                        if !migrated.load(Ordering::Acquire) {
+                            // Under the migrator's advisory lock: concurrent first connections
+                            // (and other instances) apply each migration once. `run_direct` is
+                            // what `run` calls; `run` itself cannot take the callback's borrowed
+                            // connection ("Acquire is not general enough").
+                            MIGRATOR
+                                .run_direct(None, conn, false)
+                                .await
+                                .map_err(|e| match e {
+                                    sqlx::migrate::MigrateError::Execute(inner) => inner,
+                                    other => sqlx::Error::Migrate(Box::new(other)),
+                                })?;
+                            migrated.store(true, Ordering::Release);
+                        }
+                        Ok(())
+                    })
+                }
+            })
+            .connect_lazy_with(connect);
+        match pool.acquire().await {
+            Ok(_) => {}
+            // Said plainly: a refused certificate is a configuration problem, not an outage, so it
+            // stops start-up. sqlx reports a handshake the verifier refused as an I/O error
+            // carrying rustls' text.
+            Err(e) if matches!(e, sqlx::Error::Tls(_)) || e.to_string().contains("certificate") => {
+                anyhow::bail!(
+                    "cannot connect to PostgreSQL at {target}: TLS failed ({e}); check sslmode and sslrootcert in the URL"
+                )
+            }
+            Err(e) => match StoreError::from(e) {
+                StoreError::Unavailable(why) => tracing::warn!(
+                    store = %target,
+                    error = %why,
+                    "PostgreSQL is unreachable; starting anyway: its endpoints answer 503 until it is up, then it is migrated and used without a restart"
+                ),
+                other => anyhow::bail!("cannot open PostgreSQL database {target}: {other}"),
+            },
+        }
         Ok(Self { pool })
     }
 
@@ -172,6 +214,23 @@ impl AuthStore for PgStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(user_from_row).collect()
+    }
+
+    async fn list_users_page(&self, limit: u32, offset: u64) -> StoreResult<(u64, Vec<User>)> {
+        let total: i64 = sqlx::query_scalar("SELECT count(*) FROM users")
+            .fetch_one(&self.pool)
+            .await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            user_columns!(),
+            " FROM users ORDER BY created_at, email LIMIT $1 OFFSET $2"
+        ))
+        .bind(i64::from(limit))
+        .bind(i64::try_from(offset).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        let users = rows.iter().map(user_from_row).collect::<StoreResult<_>>()?;
+        Ok((total.unsigned_abs(), users))
     }
 
     async fn update_user(&self, email: &str, changes: UserChanges) -> StoreResult<Option<User>> {
@@ -561,10 +620,10 @@ impl MemoryStore for PgStore {
 
     async fn delete_all_notes(&self, user_id: &str) -> StoreResult<u64> {
         let mut tx = self.pool.begin().await?;
-        // Counters first: deleting them waits for any remember of this user still holding a
-        // counter row, so the notes deleted next include the one it committed. Notes first could
-        // leave that note behind with its counter gone, and the next remember would reuse its id.
-        sqlx::query("DELETE FROM note_counters WHERE user_id = $1")
+        // The id counters stay (they hold no note text), so an id is never reused. Locking them
+        // first waits for any remember of this user still holding one, so the notes deleted next
+        // include the one it committed.
+        sqlx::query("SELECT 1 FROM note_counters WHERE user_id = $1 FOR UPDATE")
             .bind(user_id)
             .execute(&mut *tx)
             .await?;
@@ -575,6 +634,14 @@ impl MemoryStore for PgStore {
             .rows_affected();
         tx.commit().await?;
         Ok(deleted)
+    }
+
+    async fn forget_counters(&self, user_id: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM note_counters WHERE user_id = $1")
+            .bind(user_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn ping(&self) -> StoreResult<()> {

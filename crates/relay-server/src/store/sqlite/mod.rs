@@ -187,6 +187,23 @@ impl AuthStore for SqliteStore {
         rows.iter().map(user_from_row).collect()
     }
 
+    async fn list_users_page(&self, limit: u32, offset: u64) -> StoreResult<(u64, Vec<User>)> {
+        let total: i64 = sqlx::query_scalar("SELECT count(*) FROM users")
+            .fetch_one(&self.pool)
+            .await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            user_columns!(),
+            " FROM users ORDER BY created_at, email LIMIT ? OFFSET ?"
+        ))
+        .bind(i64::from(limit))
+        .bind(i64::try_from(offset).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        let users = rows.iter().map(user_from_row).collect::<StoreResult<_>>()?;
+        Ok((total.unsigned_abs(), users))
+    }
+
     async fn update_user(&self, email: &str, changes: UserChanges) -> StoreResult<Option<User>> {
         let row = sqlx::query(concat!(
             "UPDATE users SET
@@ -614,12 +631,17 @@ impl MemoryStore for SqliteStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        sqlx::query("DELETE FROM note_counters WHERE user_id = ?")
-            .bind(user_id)
-            .execute(&mut *tx)
-            .await?;
+        // The id counters stay (they hold no note text): an id is never reused, even after this.
         tx.commit().await?;
         Ok(deleted)
+    }
+
+    async fn forget_counters(&self, user_id: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM note_counters WHERE user_id = ?")
+            .bind(user_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn ping(&self) -> StoreResult<()> {

@@ -1,0 +1,67 @@
+//! Account administration for operators (role `admin`): the listing, the change and the delete,
+//! the same effects as `relay users list|set|delete`.
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+/// One account as an operator sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"id": "u_3f9a1c0d2b7e8f41", "email": "ada@example.com", "role": "user",
+    "limit": 100, "used": 12, "remaining": 88, "created_at": 1_763_900_000.0}))]
+pub struct AdminUser {
+    pub id: String,
+    pub email: String,
+    /// `user` or `admin`.
+    pub role: String,
+    /// The effective quota; `-1` is unlimited (every admin, and accounts set to `-1`).
+    pub limit: i64,
+    pub used: i64,
+    /// `-1` for unlimited accounts.
+    pub remaining: i64,
+    /// Unix time in seconds.
+    pub created_at: f64,
+}
+
+/// `GET /v1/admin/users` query.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct UserListQuery {
+    /// Default 50; above 200 is clamped to 200; negative is 400.
+    #[serde(default)]
+    pub limit: Option<i64>,
+    /// Default 0; negative is 400.
+    #[serde(default)]
+    pub offset: Option<i64>,
+}
+
+/// `GET /v1/admin/users`: oldest account first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UserList {
+    /// Every account, not only this page.
+    pub total: u64,
+    pub items: Vec<AdminUser>,
+}
+
+/// `PATCH /v1/admin/users/{email}`: what to change; absent fields stay as they are.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"limit": 500, "reset_usage": true}))]
+pub struct UserPatch {
+    /// `user` or `admin`.
+    #[serde(default)]
+    pub role: Option<String>,
+    /// A count, or `-1` for unlimited.
+    #[serde(default)]
+    #[schema(minimum = -1)]
+    pub limit: Option<i64>,
+    /// Sets `used` back to 0.
+    #[serde(default)]
+    pub reset_usage: Option<bool>,
+}
+
+/// The account after a change, or as it was before a delete.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UserResult {
+    pub ok: bool,
+    pub user: AdminUser,
+}
