@@ -62,6 +62,29 @@ fn request_bodies() -> Vec<(&'static str, &'static str, Value)> {
             json!({"query": "tokio graceful shutdown", "limit": 5}),
         ),
         (
+            "post",
+            "/v1/chat/completions",
+            json!({
+                "model": "auto",
+                "stream": true,
+                "messages": [
+                    {"role": "system", "content": "You are a coding assistant."},
+                    {"role": "user", "content": "Write a haiku about Rust."}
+                ],
+                "max_tokens": 200
+            }),
+        ),
+        (
+            "post",
+            "/v1/messages",
+            json!({
+                "model": "auto",
+                "max_tokens": 1024,
+                "system": "You are a coding assistant.",
+                "messages": [{"role": "user", "content": "Write a haiku about Rust."}]
+            }),
+        ),
+        (
             "patch",
             "/v1/admin/users/{email}",
             json!({"limit": 500, "reset_usage": true}),
