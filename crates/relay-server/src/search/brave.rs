@@ -4,7 +4,8 @@
 use relay_wire::suggest::SearchResult;
 use serde::Deserialize;
 
-use super::{SearchBackend, SearchError, status_error, transport};
+use super::client::fetch;
+use super::{SearchBackend, SearchError};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.search.brave.com";
 
@@ -44,18 +45,12 @@ impl SearchBackend for Brave {
             self.base_url.trim_end_matches('/'),
             super::query_string(&[("q", query), ("count", &limit.to_string())])
         );
-        let r = self
+        let request = self
             .http
             .get(url)
             .header("X-Subscription-Token", &self.key)
-            .header("Accept", "application/json")
-            .send()
-            .await
-            .map_err(|e| transport(&e))?;
-        if !r.status().is_success() {
-            return Err(status_error(&r));
-        }
-        let body: Body = r.json().await.map_err(|e| transport(&e))?;
+            .header("Accept", "application/json");
+        let body: Body = fetch(request).await?;
         Ok(body
             .web
             .map(|w| w.results)

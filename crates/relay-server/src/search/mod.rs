@@ -2,6 +2,7 @@
 //! normalised to `{title, url, snippet}`, upstream failures mapped to the contract's codes.
 
 mod brave;
+mod client;
 mod searxng;
 mod tavily;
 
@@ -92,30 +93,6 @@ fn query_string(pairs: &[(&str, &str)]) -> String {
         s.append_pair(k, v);
     }
     s.finish()
-}
-
-/// Maps a transport failure.
-fn transport(e: &reqwest::Error) -> SearchError {
-    if e.is_decode() {
-        SearchError::Upstream("a malformed body".into())
-    } else {
-        SearchError::Unavailable
-    }
-}
-
-/// Maps a non-2xx status.
-fn status_error(r: &reqwest::Response) -> SearchError {
-    let status = r.status();
-    if status.as_u16() == 429 {
-        let wait = r
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse().ok());
-        SearchError::RateLimited(wait)
-    } else {
-        SearchError::Upstream(format!("status {}", status.as_u16()))
-    }
 }
 
 /// Plain text from a snippet that may carry HTML markup or entities, cut to the snippet bound.

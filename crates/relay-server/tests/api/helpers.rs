@@ -63,21 +63,6 @@ fn take_database(dir: &Path) -> Option<pg::TestDb> {
     databases().lock().unwrap().remove(dir)
 }
 
-/// A temporary directory and the PostgreSQL database made for it, if any: for tests that open
-/// stores without a `TestApp`. Both go when it drops.
-pub struct Scratch {
-    _dir: tempfile::TempDir,
-    _db: Option<pg::TestDb>,
-}
-
-impl Scratch {
-    /// Keeps `dir` and the database `open_config` made for it.
-    pub fn hold(dir: tempfile::TempDir) -> Self {
-        let db = take_database(dir.path());
-        Self { _dir: dir, _db: db }
-    }
-}
-
 /// No provider keys: tests configure their providers explicitly, whatever the machine's environment holds.
 pub struct NoEnv;
 

@@ -2,10 +2,7 @@
 //! llama.cpp's and LM Studio's), whole and re-split, plus its request mapping and one round
 //! trip over real HTTP against a fake upstream serving the recorded bytes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
-
 use std::convert::Infallible;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -17,13 +14,7 @@ use relay_server::providers::{
 };
 use serde_json::{Value, json};
 
-fn fixtures_dir() -> PathBuf {
-    std::env::var_os("RELAY_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
-        })
-}
+use crate::{Outcome, fixtures_dir, outcome};
 
 /// A fixture as SSE bytes; `.chunks.txt` (one payload per line) is framed again, the payload's
 /// `type` as the event name, as the servers send it.
@@ -48,43 +39,9 @@ fn sse_body(file: &str) -> Vec<u8> {
     out.into_bytes()
 }
 
-#[derive(Debug, PartialEq)]
-struct Outcome {
-    text: String,
-    reasoning: String,
-    end: Result<(FinishReason, Vec<ToolCall>, Usage), ProviderError>,
-}
-
 fn events(chunks: Vec<Bytes>) -> Vec<Result<ProviderEvent, ProviderError>> {
     let bytes = futures::stream::iter(chunks.into_iter().map(Ok::<_, Infallible>));
     futures::executor::block_on(sse::drive(bytes, Normaliser::default()).collect())
-}
-
-fn outcome(items: &[Result<ProviderEvent, ProviderError>]) -> Outcome {
-    let (last, body) = items.split_last().expect("a terminal item");
-    let mut text = String::new();
-    let mut reasoning = String::new();
-    for item in body {
-        match item {
-            Ok(ProviderEvent::Text(t)) => text.push_str(t),
-            Ok(ProviderEvent::Reasoning(r)) => reasoning.push_str(r),
-            other => panic!("a terminal item before the end: {other:?}"),
-        }
-    }
-    let end = match last.clone() {
-        Ok(ProviderEvent::Finished {
-            finish_reason,
-            tool_calls,
-            usage,
-        }) => Ok((finish_reason, tool_calls, usage)),
-        Ok(other) => panic!("no terminal item (last: {other:?})"),
-        Err(e) => Err(e),
-    };
-    Outcome {
-        text,
-        reasoning,
-        end,
-    }
 }
 
 /// (id, name, arguments) of each expected call.
