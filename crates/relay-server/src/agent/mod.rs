@@ -23,9 +23,9 @@ use utoipa::IntoParams;
 pub use request::{ValidLeg, project_from, project_of, validate};
 pub use stream::Opened;
 
-use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, Json, Query};
+use crate::state::AppState;
 use crate::store::Admission;
 
 /// Request bodies of agent legs may be this large (long conversations).

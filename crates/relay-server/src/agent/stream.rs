@@ -20,9 +20,9 @@ use tracing::Instrument;
 use super::inject;
 use super::models::ModelEntry;
 use super::request::ValidLeg;
-use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::providers::{EventStream, FinishReason, ProviderError, ProviderEvent, Usage};
+use crate::state::AppState;
 use crate::store::{AuthStore, MemoryStore, Note};
 
 /// The longest wait between two tries of one model; a longer `Retry-After` moves on to the next model.

@@ -21,10 +21,10 @@ use relay_wire::agent::{AgentEvent, AgentRequest};
 use relay_wire::tools::ToolDef;
 
 use crate::agent::{self, Opened};
-use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::Caller;
 use crate::providers::ToolSpec;
+use crate::state::AppState;
 pub use errors::Api;
 
 /// Bodies may be as large as a leg's (long conversations).
