@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use crate::accounts::password::Passwords;
 use crate::accounts::throttle::SigninThrottle;
-use crate::agent::models::Models;
 use crate::config::{Config, Env};
 use crate::limits::Limits;
 use crate::metrics::registry::Metrics;
+use crate::providers::registry::Models;
 use crate::search::backend::{SearchBackend, from_config as search_from_config};
 use crate::shared_limits::SharedStore;
 use crate::store::{AuthStore, Backend, MemoryStore, Stores};
