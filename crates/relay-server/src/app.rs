@@ -1,8 +1,8 @@
-//! The app factory: state from configuration, the router with its layers, and `serve`.
+//! The app factory: stores and state from configuration, the router with its layers and
+//! fallbacks, `serve`, and the shutdown signal. Nothing but `lib` and `shutdown` depends on it.
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -18,164 +18,19 @@ use tower_http::request_id::{
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::accounts::{Passwords, SigninThrottle};
 use crate::config::Config;
-use crate::docs::Docs;
 use crate::error::{ApiError, code_for_status};
-use crate::metrics::Metrics;
-use crate::store::{AuthStore, Backend, MemoryStore, Opener, StoreOptions};
+use crate::state::AppState;
+use crate::store::Stores;
 
 /// Request bodies above this are 413 (CONTRACT.md: 1 MiB except the agent stream).
 pub const BODY_LIMIT: usize = 1024 * 1024;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// Shared by every handler; cheap to clone.
-#[derive(Clone)]
-pub struct AppState(Arc<Inner>);
-
-struct Inner {
-    config: Config,
-    auth: Option<Arc<dyn AuthStore>>,
-    memory: Backend,
-    passwords: Passwords,
-    signin_throttle: SigninThrottle,
-    metrics: Arc<Metrics>,
-    docs: Docs,
-    models: crate::agent::models::Models,
-    limits: crate::limits::Limits,
-    shared_limits: Option<Arc<crate::shared_limits::SharedStore>>,
-    search: Option<Arc<dyn crate::search::SearchBackend>>,
-    /// Cancelled when the shutdown grace period is over: open legs end with an `error` line.
-    legs_stop: tokio_util::sync::CancellationToken,
-}
-
-impl AppState {
-    pub fn config(&self) -> &Config {
-        &self.0.config
-    }
-    /// The auth store; `None` in open mode.
-    pub fn auth(&self) -> Option<&Arc<dyn AuthStore>> {
-        self.0.auth.as_ref()
-    }
-    pub fn memory(&self) -> &Arc<dyn MemoryStore> {
-        &self.0.memory.memory
-    }
-    /// Where waitlist signups go: the auth store, or in open mode the memory store's database.
-    pub fn waitlist_store(&self) -> &Arc<dyn AuthStore> {
-        self.0.auth.as_ref().unwrap_or(&self.0.memory.auth)
-    }
-    pub fn passwords(&self) -> &Passwords {
-        &self.0.passwords
-    }
-    pub fn signin_throttle(&self) -> &SigninThrottle {
-        &self.0.signin_throttle
-    }
-    pub fn metrics(&self) -> &Metrics {
-        &self.0.metrics
-    }
-    pub fn docs(&self) -> &Docs {
-        &self.0.docs
-    }
-    pub fn models(&self) -> &crate::agent::models::Models {
-        &self.0.models
-    }
-    pub fn limits(&self) -> &crate::limits::Limits {
-        &self.0.limits
-    }
-    /// The Redis store that shares limits across instances; `None` without `[limits] url`.
-    pub fn shared_limits(&self) -> Option<&Arc<crate::shared_limits::SharedStore>> {
-        self.0.shared_limits.as_ref()
-    }
-    /// The web search backend; `None` without `[search]`.
-    pub fn search(&self) -> Option<&Arc<dyn crate::search::SearchBackend>> {
-        self.0.search.as_ref()
-    }
-
-    /// Resolves once open legs must end (`shutdown::serve_bounded`).
-    pub fn legs_stop(&self) -> &tokio_util::sync::CancellationToken {
-        &self.0.legs_stop
-    }
-
-    /// Tells every open leg to end now.
-    pub fn stop_legs(&self) {
-        self.0.legs_stop.cancel();
-    }
-
-    /// The providers line of the start-up summary.
-    pub fn providers_summary(&self) -> String {
-        self.0.models.summary.clone()
-    }
-
-    /// Issues a token for `user` and stores its hash.
-    pub async fn start_session(
-        &self,
-        user: &crate::store::User,
-    ) -> Result<relay_wire::account::Session, ApiError> {
-        let auth = self
-            .auth()
-            .ok_or_else(|| ApiError::internal("session without an auth store"))?;
-        let ttl_days = self.config().auth.as_ref().map_or(30, |a| a.token_ttl_days);
-        let token = crate::accounts::new_token();
-        let now = crate::clock::now();
-        auth.create_session(
-            &crate::accounts::token_hash(&token),
-            &user.id,
-            now,
-            now + f64::from(ttl_days) * 86_400.0,
-        )
-        .await?;
-        Ok(relay_wire::account::Session {
-            token,
-            email: user.email.clone(),
-            role: user.role.as_str().into(),
-            limit: user.effective_limit(),
-        })
-    }
-}
-
 /// Opened stores and everything else the app needs, built from configuration.
 pub struct Relay {
     state: AppState,
-}
-
-/// The stores a configuration names, opened (and migrated) once each.
-pub struct Stores {
-    pub memory: Backend,
-    pub auth: Option<Arc<dyn AuthStore>>,
-}
-
-impl Stores {
-    pub async fn open(config: &Config) -> anyhow::Result<Self> {
-        let mut opener = Opener::default();
-        let memory = opener
-            .open(
-                &config.memory.url,
-                "memory.url",
-                &StoreOptions {
-                    max_connections: config.memory.max_connections,
-                    busy_timeout: Duration::from_millis(config.memory.busy_timeout_ms),
-                },
-            )
-            .await?;
-        let auth = match &config.auth {
-            Some(a) => Some(
-                opener
-                    .open(
-                        &a.url,
-                        "auth.url",
-                        &StoreOptions {
-                            max_connections: a.max_connections,
-                            busy_timeout: Duration::from_millis(a.busy_timeout_ms),
-                        },
-                    )
-                    .await?
-                    .auth,
-            ),
-            None => None,
-        };
-        Ok(Self { memory, auth })
-    }
 }
 
 impl Relay {
@@ -192,49 +47,10 @@ impl Relay {
         stores: Stores,
         env: &dyn crate::config::Env,
     ) -> anyhow::Result<Self> {
-        let models = crate::agent::models::Models::from_config(&config, env)?;
-        let metrics = Metrics::new();
-        let shared_limits = match &config.limits.url {
-            Some(url) => Some(Arc::new(crate::shared_limits::SharedStore::open(
-                url,
-                &config.limits.prefix,
-                env.var("REDIS_PASSWORD"),
-                metrics.limits_store_errors.clone(),
-            )?)),
-            None => None,
-        };
-        let limits = crate::limits::Limits::new(&config.limits, shared_limits.as_ref());
-        let search = crate::search::from_config(config.search.as_ref(), env)?;
-        let (memory_kib, iterations) = config
-            .auth
-            .as_ref()
-            .map_or((19_456, 2), |a| (a.argon2_memory_kib, a.argon2_iterations));
-        let passwords = Passwords::new(memory_kib, iterations)?;
-        let signin_throttle = SigninThrottle::new(
-            config.limits.signin_failures,
-            Duration::from_secs(config.limits.signin_window_secs),
-        )
-        .shared(shared_limits.as_ref());
-        let docs = Docs::new(&crate::routes::openapi())?;
+        // Rendered once here: `app` is the one module that knows every route.
+        let openapi_json = serde_json::to_string_pretty(&crate::routes::openapi())?;
         Ok(Self {
-            state: AppState(Arc::new(Inner {
-                auth: if config.open_mode() {
-                    None
-                } else {
-                    stores.auth
-                },
-                memory: stores.memory,
-                config,
-                passwords,
-                signin_throttle,
-                metrics,
-                docs,
-                models,
-                limits,
-                shared_limits,
-                search,
-                legs_stop: tokio_util::sync::CancellationToken::new(),
-            })),
+            state: AppState::new(config, stores, env, openapi_json)?,
         })
     }
 

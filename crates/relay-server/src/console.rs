@@ -10,9 +10,9 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::app::AppState;
 use crate::config::SignupMode;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// Only this service, no inline script or style, not framable.
 const CONSOLE_CSP: &str =

@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::app::AppState;
 use crate::console::{Asset, embedded, serve_asset};
+use crate::state::AppState;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -146,7 +146,7 @@ pub fn base() -> utoipa::openapi::OpenApi {
 pub async fn get_openapi(State(state): State<AppState>) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        state.docs().json.clone(),
+        state.openapi_json().to_owned(),
     )
         .into_response()
 }
@@ -193,17 +193,4 @@ pub async fn get_docs() -> Response {
     ))]
 pub async fn get_docs_asset(Path(file): Path<String>) -> Response {
     serve_asset(ASSETS, &file, DOCS_CSP)
-}
-
-/// The document as served, rendered once at start-up.
-pub struct Docs {
-    pub json: String,
-}
-
-impl Docs {
-    pub fn new(doc: &utoipa::openapi::OpenApi) -> anyhow::Result<Self> {
-        Ok(Self {
-            json: serde_json::to_string_pretty(doc)?,
-        })
-    }
 }

@@ -6,8 +6,8 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::state::AppState;
 use relay_wire::ErrorCode;
 
 /// A JSON body. Malformed JSON, wrong types and missing fields are 400 with the field's path.
@@ -77,6 +77,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
 }
 
 /// Who is calling: the account behind the Bearer token, or `local` in open mode.
+/// The caller in open mode.
+pub const LOCAL_USER: &str = "local";
+
 #[derive(Debug, Clone)]
 pub enum Caller {
     Local,
@@ -87,7 +90,7 @@ impl Caller {
     /// The id notes and quota are stored under.
     pub fn user_id(&self) -> &str {
         match self {
-            Self::Local => crate::accounts::LOCAL_USER,
+            Self::Local => LOCAL_USER,
             Self::User(u) => &u.id,
         }
     }
@@ -100,7 +103,7 @@ impl FromRequestParts<AppState> for Caller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        Self::from_token(state, crate::accounts::bearer_token(&parts.headers)).await
+        Self::from_token(state, crate::accounts::token::bearer_token(&parts.headers)).await
     }
 }
 
@@ -111,7 +114,7 @@ impl Caller {
             return Ok(Self::Local);
         };
         let token = token.ok_or_else(ApiError::unauthorized)?;
-        let hash = crate::accounts::token_hash(token);
+        let hash = crate::accounts::token::token_hash(token);
         match auth.session_user(&hash, crate::clock::now()).await? {
             Some(user) => Ok(Self::User(user)),
             None => Err(ApiError::unauthorized()),

@@ -16,8 +16,8 @@ use axum::response::{IntoResponse, Response};
 use ipnet::IpNet;
 use relay_wire::ErrorCode;
 
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// The client's address as the lock-out, the rate limits and the access log see it.
 #[derive(Debug, Clone, Copy)]

@@ -27,10 +27,13 @@ pub mod routes;
 pub mod search;
 pub mod shared_limits;
 pub mod shutdown;
+pub mod state;
 pub mod store;
 pub mod suggest;
 pub mod telemetry;
 pub mod waitlist;
 
-pub use app::{AppState, Relay, Stores, serve, shutdown_signal};
+pub use app::{Relay, serve, shutdown_signal};
 pub use config::Config;
+pub use state::AppState;
+pub use store::Stores;

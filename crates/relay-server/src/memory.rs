@@ -11,10 +11,10 @@ use relay_wire::memory::{
 use relay_wire::{ErrorBody, OkResponse};
 use serde_json::{Value, json};
 
-use crate::app::AppState;
 use crate::domain::{NoteText, ProjectId, parse_author, parse_mem_type};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, Json, Query};
+use crate::state::AppState;
 use crate::store::NewNote;
 
 /// `limit` of list when none is given, and the most it returns.

@@ -3,10 +3,9 @@
 
 use std::io::BufRead;
 
-use crate::app::Stores;
 use crate::config::{Config, redact_url};
 use crate::domain::{Email, Password, Role};
-use crate::store::{AuthStore, MemoryStore, NewUser, StoreError, User, UserChanges};
+use crate::store::{AuthStore, MemoryStore, NewUser, StoreError, Stores, User, UserChanges};
 
 /// The one-line start-up summary: bind, stores (credentials redacted), auth mode, providers.
 pub fn startup_summary(config: &Config, bound: std::net::SocketAddr, providers: &str) -> String {

@@ -7,7 +7,7 @@
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::{
     accounts, admin, agent, compat, console, docs, health, memory, metrics, search, suggest,
     waitlist,

@@ -1,5 +1,5 @@
-//! Traces over OTLP: the `[telemetry]` settings, the exporter and tracing layer, and W3C trace
-//! context taken from callers and handed on to providers.
+//! Traces over OTLP: the exporter and tracing layer (settings: `config::TelemetryConfig`), and W3C
+//! trace context taken from callers and handed on to providers.
 //!
 //! Spans are the `tracing` spans the service already opens; `tracing-opentelemetry` turns them into
 //! OpenTelemetry spans, and a batch processor on the tokio runtime exports them over OTLP/HTTP
@@ -16,36 +16,12 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
-use serde::Deserialize;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use crate::config::TelemetryConfig;
 
 /// How long one export may take before it is abandoned (the spans in it are dropped, not retried).
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `[telemetry]`: where traces go. Without an endpoint nothing is exported.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TelemetryConfig {
-    /// An OTLP/HTTP collector, e.g. `http://collector:4318`; `/v1/traces` is appended.
-    #[serde(default)]
-    pub otlp_endpoint: Option<String>,
-    /// `service.name` of every span.
-    #[serde(default = "default_service_name")]
-    pub service_name: String,
-}
-
-fn default_service_name() -> String {
-    "relay".to_owned()
-}
-
-impl Default for TelemetryConfig {
-    fn default() -> Self {
-        Self {
-            otlp_endpoint: None,
-            service_name: default_service_name(),
-        }
-    }
-}
 
 /// `http://host:4318` (with or without a trailing slash) to its traces URL.
 pub fn traces_url(endpoint: &str) -> String {

@@ -4,10 +4,10 @@ use axum::extract::State;
 use relay_wire::account::WaitlistRequest;
 use relay_wire::{ErrorBody, OkResponse};
 
-use crate::app::AppState;
 use crate::domain::Email;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Json;
+use crate::state::AppState;
 
 /// Join the waitlist. A repeated email answers the same as a new one.
 #[utoipa::path(post, path = "/v1/waitlist", tag = "accounts",

@@ -8,9 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use relay_server::config::{Config, ProcessEnv};
+use relay_server::config::{Config, ProcessEnv, TelemetryConfig};
 use relay_server::operator::{self, Users};
-use relay_server::telemetry::TelemetryConfig;
 
 #[derive(Parser)]
 #[command(

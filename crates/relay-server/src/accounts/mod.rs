@@ -1,8 +1,9 @@
 //! Accounts and sessions: signup, signin, signout and `GET /v1/me` (spec §2.3, §2.4, §4.1, §5).
 
-mod password;
-mod throttle;
-mod token;
+pub mod password;
+mod session;
+pub mod throttle;
+pub mod token;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -10,18 +11,18 @@ use relay_wire::account::{Credentials, Me, Session};
 use relay_wire::{ErrorBody, ErrorCode, OkResponse};
 
 pub use password::Passwords;
+pub use session::start_session;
 pub use throttle::SigninThrottle;
 pub use token::{bearer_token, new_token, token_hash};
 
-use crate::app::AppState;
 use crate::config::SignupMode;
 use crate::domain::{Email, Password, Role};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, ClientAddr, Json};
+use crate::state::AppState;
 use crate::store::{NewUser, StoreError};
 
-/// The caller in open mode.
-pub const LOCAL_USER: &str = "local";
+pub use crate::extract::LOCAL_USER;
 
 /// A new opaque user id: `u_` + 16 hex.
 pub fn new_user_id() -> String {
@@ -93,7 +94,7 @@ pub async fn signup(
         }
         Err(e) => return Err(e.into()),
     };
-    let session = state.start_session(&user).await?;
+    let session = start_session(&state, &user).await?;
     Ok(axum::Json(session))
 }
 
@@ -140,7 +141,7 @@ pub async fn signin(
     match checked {
         Ok(Some((user, _))) => {
             reservation.release().await;
-            Ok(axum::Json(state.start_session(&user).await?))
+            Ok(axum::Json(start_session(&state, &user).await?))
         }
         Ok(None) => Err(ApiError::new(
             ErrorCode::InvalidCredentials,

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::request::ValidLeg;
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::store::{InjectBudget, Note};
 
 /// Notes for `leg`'s project, within the configured budget and deadline.
@@ -18,9 +18,10 @@ pub async fn notes(state: &AppState, user_id: &str, leg: &ValidLeg) -> Vec<Note>
         max_notes: config.inject_max_notes as usize,
         max_chars: config.inject_max_chars as usize,
     };
-    let lookup = state
-        .memory()
-        .notes_for_injection(user_id, project, &leg.last_user_text, budget);
+    let lookup =
+        state
+            .memory()
+            .notes_for_injection(user_id, project.as_str(), &leg.last_user_text, budget);
     match tokio::time::timeout(Duration::from_millis(config.inject_deadline_ms), lookup).await {
         Ok(Ok(notes)) => notes,
         Ok(Err(e)) => {

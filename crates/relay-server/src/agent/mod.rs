@@ -5,7 +5,6 @@
 //! next; after the headers every failure is one `error` line.
 
 mod inject;
-pub mod models;
 mod request;
 mod stream;
 
@@ -23,9 +22,10 @@ use utoipa::IntoParams;
 pub use request::{ValidLeg, project_from, project_of, validate};
 pub use stream::Opened;
 
-use crate::app::AppState;
+use crate::domain::ProjectId;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, Json, Query};
+use crate::state::AppState;
 use crate::store::Admission;
 
 /// Request bodies of agent legs may be this large (long conversations).
@@ -123,7 +123,7 @@ pub async fn open_leg(
     let admission = admission.instrument(tracing::info_span!("admission"));
     let lookup = inject::notes(state, caller.user_id(), &leg).instrument(tracing::info_span!(
         "note_lookup",
-        relay.project_id = leg.project_id.as_deref().unwrap_or_default()
+        relay.project_id = leg.project_id.as_ref().map_or("", ProjectId::as_str)
     ));
     let (quota, injected) = tokio::join!(admission, lookup);
     let quota = quota?;

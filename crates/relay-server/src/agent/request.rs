@@ -23,7 +23,8 @@ pub struct ValidLeg {
     /// Set only by the compatible endpoints; a native leg has neither.
     pub stop: Vec<String>,
     pub tool_choice: Option<ToolChoice>,
-    pub project_id: Option<String>,
+    /// Whose notes are injected; `None` when the request names and implies no project.
+    pub project_id: Option<ProjectId>,
     /// The latest user message: what injected notes should be relevant to.
     pub last_user_text: String,
 }
@@ -59,11 +60,11 @@ fn valid_tool_name(name: &str) -> bool {
 
 /// The project a leg's notes come from: `project_id`/`project`, else the first 12 hex characters of
 /// the SHA-256 of `git_remote`, else `root`, else `cwd` (unnormalised, as the client computes it).
-pub fn project_of(req: &AgentRequest) -> Result<Option<String>, ApiError> {
+pub fn project_of(req: &AgentRequest) -> Result<Option<ProjectId>, ApiError> {
     if let Some(p) =
         ProjectId::from_pair(req.project_id.as_deref(), req.project.as_deref()).map_err(bad)?
     {
-        return Ok(Some(p.as_str().to_owned()));
+        return Ok(Some(p));
     }
     project_from(
         None,
@@ -79,12 +80,15 @@ pub fn project_of(req: &AgentRequest) -> Result<Option<String>, ApiError> {
 pub fn project_from<'a>(
     id: Option<&str>,
     sources: impl IntoIterator<Item = &'a str>,
-) -> Result<Option<String>, ApiError> {
+) -> Result<Option<ProjectId>, ApiError> {
     if let Some(p) = ProjectId::from_pair(id, None).map_err(bad)? {
-        return Ok(Some(p.as_str().to_owned()));
+        return Ok(Some(p));
     }
     let source = sources.into_iter().find(|s| !s.is_empty());
-    Ok(source.map(|s| hex::encode(Sha256::digest(s.as_bytes()))[..12].to_owned()))
+    // Twelve hex characters always make a valid id; `parse` keeps the one way in.
+    source
+        .map(|s| ProjectId::parse(&hex::encode(Sha256::digest(s.as_bytes()))[..12]).map_err(bad))
+        .transpose()
 }
 
 pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
@@ -223,15 +227,16 @@ mod tests {
     #[test]
     fn project_comes_from_id_then_git_remote_root_cwd() {
         let r = req(json!({"messages": [], "project": "p1", "cwd": "/x"}));
-        assert_eq!(project_of(&r).unwrap().as_deref(), Some("p1"));
+        let id = |r: &AgentRequest| project_of(r).unwrap().map(|p| p.as_str().to_owned());
+        assert_eq!(id(&r).as_deref(), Some("p1"));
         let r = req(
             json!({"messages": [], "cwd": "/home/a/proj", "root": "/home/a/proj", "git_remote": "git@github.com:a/b.git"}),
         );
         let expected = hex::encode(Sha256::digest(b"git@github.com:a/b.git"))[..12].to_owned();
-        assert_eq!(project_of(&r).unwrap(), Some(expected));
+        assert_eq!(id(&r), Some(expected));
         let r = req(json!({"messages": [], "cwd": "/home/a/proj"}));
-        assert_eq!(project_of(&r).unwrap().unwrap().len(), 12);
-        assert_eq!(project_of(&req(json!({"messages": []}))).unwrap(), None);
+        assert_eq!(id(&r).unwrap().len(), 12);
+        assert_eq!(id(&req(json!({"messages": []}))), None);
     }
 
     #[test]

@@ -18,11 +18,11 @@ use relay_wire::agent::{
 use tracing::Instrument;
 
 use super::inject;
-use super::models::ModelEntry;
 use super::request::ValidLeg;
-use crate::app::AppState;
 use crate::error::{ApiError, ApiResult};
+use crate::providers::registry::ModelEntry;
 use crate::providers::{EventStream, FinishReason, ProviderError, ProviderEvent, Usage};
+use crate::state::AppState;
 use crate::store::{AuthStore, MemoryStore, Note};
 
 /// The longest wait between two tries of one model; a longer `Retry-After` moves on to the next model.
@@ -122,7 +122,7 @@ pub async fn open(
                     let start = AgentEvent::Start {
                         request_id,
                         model: model.name.clone(),
-                        project_id: leg.project_id.clone(),
+                        project_id: leg.project_id.as_ref().map(|p| p.as_str().to_owned()),
                         notes: u32::try_from(notes.len()).unwrap_or(u32::MAX),
                         note_ids: note_ids.clone(),
                     };

@@ -19,9 +19,9 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::{Api, errors};
-use crate::app::AppState;
 use crate::error::ApiError;
 use crate::providers::ToolChoice;
+use crate::state::AppState;
 
 /// A Messages request. Fields Relay does not use (`metadata`, `top_k`...) are ignored.
 #[derive(Debug, Deserialize, ToSchema)]

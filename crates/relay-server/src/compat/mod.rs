@@ -21,10 +21,11 @@ use relay_wire::agent::{AgentEvent, AgentRequest};
 use relay_wire::tools::ToolDef;
 
 use crate::agent::{self, Opened};
-use crate::app::AppState;
+use crate::domain::ProjectId;
 use crate::error::ApiError;
 use crate::extract::Caller;
 use crate::providers::ToolSpec;
+use crate::state::AppState;
 pub use errors::Api;
 
 /// Bodies may be as large as a leg's (long conversations).
@@ -56,7 +57,7 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// The project whose notes are injected: `x-relay-project`, else derived from
 /// `x-relay-git-remote`, else `x-relay-cwd`, as a leg derives it; no header, no notes.
-pub fn project(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+pub fn project(headers: &HeaderMap) -> Result<Option<ProjectId>, ApiError> {
     agent::project_from(
         header_str(headers, "x-relay-project"),
         [

@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::{Api, errors};
-use crate::app::AppState;
 use crate::error::ApiError;
 use crate::providers::ToolChoice;
+use crate::state::AppState;
 
 /// A Chat Completions request. Fields Relay does not use (`n`, `user`, `seed`...) are ignored.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -11,6 +11,7 @@ pub mod endpoint;
 pub mod gemini;
 pub mod openai;
 pub mod openai_responses;
+pub mod registry;
 pub mod sse;
 
 use std::fmt;

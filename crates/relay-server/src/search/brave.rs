@@ -4,8 +4,8 @@
 use relay_wire::suggest::SearchResult;
 use serde::Deserialize;
 
+use super::backend::{SearchBackend, SearchError, query_string};
 use super::client::fetch;
-use super::{SearchBackend, SearchError};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.search.brave.com";
 
@@ -43,7 +43,7 @@ impl SearchBackend for Brave {
         let url = format!(
             "{}/res/v1/web/search?{}",
             self.base_url.trim_end_matches('/'),
-            super::query_string(&[("q", query), ("count", &limit.to_string())])
+            query_string(&[("q", query), ("count", &limit.to_string())])
         );
         let request = self
             .http

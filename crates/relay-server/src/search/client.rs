@@ -5,7 +5,7 @@ use relay_wire::suggest::SearchResult;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::SearchError;
+use super::backend::SearchError;
 
 /// Sends `request` and decodes a 2xx body as `T`; transport, status and decode failures become
 /// the [`SearchError`] the API answers with.

@@ -1,22 +1,21 @@
 //! Server-side web search (`POST /v1/search`): one backend chosen by `[search]`, results
 //! normalised to `{title, url, snippet}`, upstream failures mapped to the contract's codes.
 
+pub mod backend;
 mod brave;
 mod client;
 mod searxng;
 mod tavily;
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use axum::extract::State;
 use relay_wire::suggest::{SearchRequest, SearchResponse, SearchResult};
 use relay_wire::{ErrorBody, ErrorCode};
 
-use crate::app::AppState;
-use crate::config::{Env, SearchConfig, SearchKind};
+pub use backend::{SearchBackend, SearchError, from_config};
+
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, Json};
+use crate::state::AppState;
 
 /// Results per search when the request names no limit, and the most it may ask for.
 const DEFAULT_LIMIT: i64 = 5;
@@ -24,76 +23,6 @@ const MAX_LIMIT: i64 = 10;
 /// Snippets are cut to this many characters.
 const MAX_SNIPPET: usize = 500;
 const MAX_QUERY: usize = 1_000;
-
-/// Why a backend failed, in the terms the API answers with.
-#[derive(Debug, thiserror::Error)]
-pub enum SearchError {
-    #[error("search backend unreachable or too slow")]
-    Unavailable,
-    #[error("search backend is rate limiting")]
-    RateLimited(Option<u64>),
-    #[error("search backend answered {0}")]
-    Upstream(String),
-}
-
-#[async_trait::async_trait]
-pub trait SearchBackend: Send + Sync {
-    /// Raw results; normalisation (limits, snippet cleaning) happens in one place, here.
-    async fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchResult>, SearchError>;
-}
-
-/// Builds the configured backend; `None` without `[search]`.
-pub fn from_config(
-    config: Option<&SearchConfig>,
-    env: &dyn Env,
-) -> anyhow::Result<Option<Arc<dyn SearchBackend>>> {
-    let Some(c) = config else { return Ok(None) };
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_millis(c.timeout_ms))
-        .build()
-        .map_err(|e| anyhow::anyhow!("cannot build the search HTTP client: {e}"))?;
-    let key = match &c.api_key_env {
-        Some(var) => Some(env.var(var).ok_or_else(|| {
-            anyhow::anyhow!("search: the environment variable {var} (api_key_env) is not set")
-        })?),
-        None => None,
-    };
-    let need_key = |kind: &str| {
-        key.clone()
-            .ok_or_else(|| anyhow::anyhow!("search: kind `{kind}` needs api_key_env"))
-    };
-    Ok(Some(match c.kind {
-        SearchKind::Searxng => Arc::new(searxng::Searxng {
-            http,
-            base_url: c.base_url.clone().unwrap_or_default(),
-        }),
-        SearchKind::Brave => Arc::new(brave::Brave {
-            http,
-            base_url: c
-                .base_url
-                .clone()
-                .unwrap_or_else(|| brave::DEFAULT_BASE_URL.to_owned()),
-            key: need_key("brave")?,
-        }),
-        SearchKind::Tavily => Arc::new(tavily::Tavily {
-            http,
-            base_url: c
-                .base_url
-                .clone()
-                .unwrap_or_else(|| tavily::DEFAULT_BASE_URL.to_owned()),
-            key: need_key("tavily")?,
-        }),
-    }))
-}
-
-/// `k=v&…`, each part percent-encoded.
-fn query_string(pairs: &[(&str, &str)]) -> String {
-    let mut s = form_urlencoded::Serializer::new(String::new());
-    for (k, v) in pairs {
-        s.append_pair(k, v);
-    }
-    s.finish()
-}
 
 /// Plain text from a snippet that may carry HTML markup or entities, cut to the snippet bound.
 fn clean(text: &str) -> String {

@@ -2,8 +2,8 @@
 
 use relay_wire::suggest::SearchResult;
 
+use super::backend::{SearchBackend, SearchError, query_string};
 use super::client::{ContentResults, fetch};
-use super::{SearchBackend, SearchError};
 
 pub struct Searxng {
     pub http: reqwest::Client,
@@ -16,7 +16,7 @@ impl SearchBackend for Searxng {
         let url = format!(
             "{}/search?{}",
             self.base_url.trim_end_matches('/'),
-            super::query_string(&[("q", query), ("format", "json")])
+            query_string(&[("q", query), ("format", "json")])
         );
         let body: ContentResults = fetch(self.http.get(url)).await?;
         Ok(body.into_results())

@@ -3,8 +3,8 @@
 use relay_wire::suggest::SearchResult;
 use serde_json::json;
 
+use super::backend::{SearchBackend, SearchError};
 use super::client::{ContentResults, fetch};
-use super::{SearchBackend, SearchError};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.tavily.com";
 

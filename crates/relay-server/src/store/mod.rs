@@ -3,11 +3,14 @@
 //! Handlers see only `Arc<dyn AuthStore>` and `Arc<dyn MemoryStore>`; each backend lives in its own
 //! module with its own migrations, so a new backend adds a module and touches no handler.
 
+mod open;
 pub mod postgres;
 pub mod relevance;
 mod rows;
 pub mod sqlite;
 mod text;
+
+pub use open::Stores;
 
 use std::collections::HashMap;
 use std::sync::Arc;

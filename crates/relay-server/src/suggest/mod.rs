@@ -13,9 +13,9 @@ use relay_safety as safety;
 use relay_wire::ErrorBody;
 use relay_wire::suggest::{SuggestRequest, SuggestResponse};
 
-use crate::app::AppState;
 use crate::error::ApiResult;
 use crate::extract::{Caller, Json};
+use crate::state::AppState;
 
 /// The longest line Relay will suggest, in bytes.
 pub const MAX_SUGGESTION_BYTES: usize = 1_000;

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use relay_safety as safety;
 
 use super::acceptable;
-use crate::agent::models::ModelEntry;
+use crate::providers::registry::ModelEntry;
 use crate::providers::{ChatMessage, ChatRequest, ProviderEvent};
 
 /// How many of the newest commands the model sees.

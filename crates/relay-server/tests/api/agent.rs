@@ -362,7 +362,9 @@ async fn notes_are_injected_into_the_system_prompt_and_reported_in_start() {
         &serde_json::from_value(json!({"messages": [], "cwd": cwd})).unwrap(),
     )
     .unwrap()
-    .unwrap();
+    .unwrap()
+    .as_str()
+    .to_owned();
     app.remember(None, &project, "Tests run with cargo test --workspace.")
         .await;
     app.remember(None, &project, "Never log tokens.").await;

@@ -1,0 +1,45 @@
+//! `[auth]`: the accounts store, signup, token lifetime, quota and password hashing.
+
+use serde::Deserialize;
+
+use super::memory::{DEFAULT_BUSY_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, DEFAULT_STORE_URL};
+
+/// `[auth]`: present means accounts, tokens and quota are enforced.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    pub url: String,
+    pub signup: SignupMode,
+    /// Quota of a new account; -1 is unlimited.
+    pub default_limit: i64,
+    pub token_ttl_days: u32,
+    pub max_connections: u32,
+    pub busy_timeout_ms: u64,
+    /// Argon2id memory cost in KiB. The default is OWASP's current minimum (19 MiB, 2 passes, 1 lane).
+    pub argon2_memory_kib: u32,
+    /// Argon2id passes.
+    pub argon2_iterations: u32,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            url: DEFAULT_STORE_URL.to_owned(),
+            signup: SignupMode::Open,
+            default_limit: 100,
+            token_ttl_days: 30,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,
+            argon2_memory_kib: 19_456,
+            argon2_iterations: 2,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SignupMode {
+    #[default]
+    Open,
+    Closed,
+}

@@ -1,0 +1,82 @@
+//! `[[providers]]`, `[[models]]` and `[routing]`: where legs and suggestions go, and how a leg
+//! moves from one model to the next.
+
+use serde::Deserialize;
+
+/// `[[providers]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub name: String,
+    pub kind: ProviderKind,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The environment variable holding the key; the key itself never appears in configuration.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Openai,
+    /// OpenAI's Responses API (`/responses`), as OpenAI, llama.cpp and LM Studio serve it.
+    #[serde(rename = "openai_responses")]
+    OpenaiResponses,
+    Anthropic,
+    Gemini,
+    Demo,
+}
+
+impl ProviderKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Openai => "openai",
+            Self::OpenaiResponses => "openai_responses",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
+            Self::Demo => "demo",
+        }
+    }
+}
+
+/// `[[models]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    pub name: String,
+    pub provider: String,
+    pub upstream: String,
+}
+
+/// `[routing]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RoutingConfig {
+    /// Models tried in order for `model: "auto"`.
+    pub auto: Vec<String>,
+    /// The model behind `/v1/suggest`; absent means history only.
+    pub suggest: Option<String>,
+    /// Deadline for a model suggestion.
+    pub suggest_deadline_ms: u64,
+    /// An upstream silent this long (before or during a leg) ends it: before output the next model
+    /// is tried, after the headers an `error` line ends the leg.
+    pub idle_timeout_ms: u64,
+    /// A `ping` line is sent after this long without another line.
+    pub ping_interval_ms: u64,
+    /// Tries per model before the leg moves to the next one.
+    pub retries: u32,
+}
+
+impl Default for RoutingConfig {
+    fn default() -> Self {
+        Self {
+            auto: Vec::new(),
+            suggest: None,
+            suggest_deadline_ms: 400,
+            idle_timeout_ms: 120_000,
+            ping_interval_ms: 15_000,
+            retries: 1,
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! The state every handler shares: configuration, stores, and the services built from them.
+//!
+//! Handlers and middleware depend on this module, never on `app` (which assembles the router over
+//! it), so the dependency arrows point one way: `app` -> `routes` -> handlers -> `state`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::accounts::password::Passwords;
+use crate::accounts::throttle::SigninThrottle;
+use crate::config::{Config, Env};
+use crate::limits::Limits;
+use crate::metrics::registry::Metrics;
+use crate::providers::registry::Models;
+use crate::search::backend::{SearchBackend, from_config as search_from_config};
+use crate::shared_limits::SharedStore;
+use crate::store::{AuthStore, Backend, MemoryStore, Stores};
+
+/// Shared by every handler; cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+struct Inner {
+    config: Config,
+    auth: Option<Arc<dyn AuthStore>>,
+    memory: Backend,
+    passwords: Passwords,
+    signin_throttle: SigninThrottle,
+    metrics: Arc<Metrics>,
+    /// `/openapi.json` as served, rendered once at start-up.
+    openapi_json: String,
+    models: Models,
+    limits: Limits,
+    shared_limits: Option<Arc<SharedStore>>,
+    search: Option<Arc<dyn SearchBackend>>,
+    /// Cancelled when the shutdown grace period is over: open legs end with an `error` line.
+    legs_stop: tokio_util::sync::CancellationToken,
+}
+
+impl AppState {
+    /// Builds the state over opened `stores`; `env` supplies provider keys and the Redis password,
+    /// `openapi_json` is the rendered document of the routes the router serves.
+    pub fn new(
+        config: Config,
+        stores: Stores,
+        env: &dyn Env,
+        openapi_json: String,
+    ) -> anyhow::Result<Self> {
+        let models = Models::from_config(&config, env)?;
+        let metrics = Metrics::new();
+        let shared_limits = match &config.limits.url {
+            Some(url) => Some(Arc::new(SharedStore::open(
+                url,
+                &config.limits.prefix,
+                env.var("REDIS_PASSWORD"),
+                metrics.limits_store_errors.clone(),
+            )?)),
+            None => None,
+        };
+        let limits = Limits::new(&config.limits, shared_limits.as_ref());
+        let search = search_from_config(config.search.as_ref(), env)?;
+        let (memory_kib, iterations) = config
+            .auth
+            .as_ref()
+            .map_or((19_456, 2), |a| (a.argon2_memory_kib, a.argon2_iterations));
+        let passwords = Passwords::new(memory_kib, iterations)?;
+        let signin_throttle = SigninThrottle::new(
+            config.limits.signin_failures,
+            Duration::from_secs(config.limits.signin_window_secs),
+        )
+        .shared(shared_limits.as_ref());
+        Ok(Self(Arc::new(Inner {
+            auth: if config.open_mode() {
+                None
+            } else {
+                stores.auth
+            },
+            memory: stores.memory,
+            config,
+            passwords,
+            signin_throttle,
+            metrics,
+            openapi_json,
+            models,
+            limits,
+            shared_limits,
+            search,
+            legs_stop: tokio_util::sync::CancellationToken::new(),
+        })))
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.0.config
+    }
+    /// The auth store; `None` in open mode.
+    pub fn auth(&self) -> Option<&Arc<dyn AuthStore>> {
+        self.0.auth.as_ref()
+    }
+    pub fn memory(&self) -> &Arc<dyn MemoryStore> {
+        &self.0.memory.memory
+    }
+    /// Where waitlist signups go: the auth store, or in open mode the memory store's database.
+    pub fn waitlist_store(&self) -> &Arc<dyn AuthStore> {
+        self.0.auth.as_ref().unwrap_or(&self.0.memory.auth)
+    }
+    pub fn passwords(&self) -> &Passwords {
+        &self.0.passwords
+    }
+    pub fn signin_throttle(&self) -> &SigninThrottle {
+        &self.0.signin_throttle
+    }
+    pub fn metrics(&self) -> &Metrics {
+        &self.0.metrics
+    }
+    /// The OpenAPI document, as `/openapi.json` serves it.
+    pub fn openapi_json(&self) -> &str {
+        &self.0.openapi_json
+    }
+    pub fn models(&self) -> &Models {
+        &self.0.models
+    }
+    pub fn limits(&self) -> &Limits {
+        &self.0.limits
+    }
+    /// The Redis store that shares limits across instances; `None` without `[limits] url`.
+    pub fn shared_limits(&self) -> Option<&Arc<SharedStore>> {
+        self.0.shared_limits.as_ref()
+    }
+    /// The web search backend; `None` without `[search]`.
+    pub fn search(&self) -> Option<&Arc<dyn SearchBackend>> {
+        self.0.search.as_ref()
+    }
+
+    /// Resolves once open legs must end (`shutdown::serve_bounded`).
+    pub fn legs_stop(&self) -> &tokio_util::sync::CancellationToken {
+        &self.0.legs_stop
+    }
+
+    /// Tells every open leg to end now.
+    pub fn stop_legs(&self) {
+        self.0.legs_stop.cancel();
+    }
+
+    /// The providers line of the start-up summary.
+    pub fn providers_summary(&self) -> String {
+        self.0.models.summary.clone()
+    }
+}
