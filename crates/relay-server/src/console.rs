@@ -51,8 +51,14 @@ impl Asset {
 
 const ASSETS: &[Asset] = &[
     Asset::script("console.js", include_bytes!("../assets/console/console.js")),
-    Asset::stylesheet("console.css", include_bytes!("../assets/console/console.css")),
-    Asset::svg("favicon.svg", include_bytes!("../assets/console/favicon.svg")),
+    Asset::stylesheet(
+        "console.css",
+        include_bytes!("../assets/console/console.css"),
+    ),
+    Asset::svg(
+        "favicon.svg",
+        include_bytes!("../assets/console/favicon.svg"),
+    ),
 ];
 
 /// A response for an embedded file or page under the given Content-Security-Policy.

@@ -4,11 +4,11 @@
 //! When the store is unavailable every answer is 503 with the usual shape emptied.
 
 use axum::extract::{Path, State};
+use relay_wire::emptied::{DeleteEmptied, ListEmptied, OkEmptied, RecallEmptied};
 use relay_wire::memory::{
     DeleteRequest, DeleteResponse, ListQuery, ListResponse, MemoryNote, PatchRequest,
     PatchResponse, ProjectSelector, RecallResponse, RememberRequest,
 };
-use relay_wire::emptied::{DeleteEmptied, ListEmptied, OkEmptied, RecallEmptied};
 use relay_wire::{ErrorBody, OkResponse};
 
 use crate::app::AppState;
@@ -59,8 +59,7 @@ pub async fn remember(
             mem_type,
             created_at: round_ms(crate::clock::now()),
         })
-        .await
-        ?;
+        .await?;
     Ok(axum::Json(OkResponse::yes()))
 }
 
@@ -83,8 +82,7 @@ async fn recall(
             project_id.as_str(),
             state.config().memory.recall_limit,
         )
-        .await
-        ?;
+        .await?;
     Ok(RecallResponse { notes })
 }
 
@@ -155,8 +153,7 @@ pub async fn list_notes(
             u32::try_from(limit.min(LIST_MAX)).unwrap_or(0),
             offset.unsigned_abs(),
         )
-        .await
-        ?;
+        .await?;
     Ok(axum::Json(ListResponse {
         total,
         items: notes.into_iter().map(MemoryNote::from).collect(),
@@ -201,8 +198,7 @@ pub async fn delete_notes(
             "give exactly one selector: {id}, {project_id} or {all: true}",
         )
         .into());
-    }
-    ?;
+    }?;
     Ok(axum::Json(DeleteResponse { ok: true, deleted }))
 }
 
@@ -231,8 +227,7 @@ pub async fn delete_all_notes(
                 .await
         }
         None => state.memory().delete_all_notes(caller.user_id()).await,
-    }
-    ?;
+    }?;
     Ok(axum::Json(DeleteResponse { ok: true, deleted }))
 }
 
@@ -256,11 +251,7 @@ pub async fn delete_note(
             deleted: 0,
         }));
     }
-    let deleted = state
-        .memory()
-        .delete_note(caller.user_id(), &id)
-        .await
-        ?;
+    let deleted = state.memory().delete_note(caller.user_id(), &id).await?;
     Ok(axum::Json(DeleteResponse { ok: true, deleted }))
 }
 
@@ -293,8 +284,7 @@ pub async fn patch_note(
         }
         // Nothing to change (only `pinned`, which is a no-op): answer with the note as it is.
         None => memory.get_note(caller.user_id(), &id).await,
-    }
-    ?
+    }?
     .ok_or_else(|| ApiError::not_found("no such note"))?;
     Ok(axum::Json(PatchResponse {
         ok: true,

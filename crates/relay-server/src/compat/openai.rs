@@ -6,8 +6,7 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use axum::response::Response;
 use relay_wire::agent::{
     AgentEvent, AgentRequest, Content, FinishReason, Message, MessageRole, MessageToolCall,
     NestedToolCall, ToolCall, Usage,
