@@ -72,16 +72,7 @@ fn a_signup_flood_keeps_peak_memory_under_300_mb() {
     assert_eq!(ok + refused, statuses.len(), "{statuses:?}");
     assert!(peak_kb < 300 * 1024, "peak RSS {peak_kb} kB");
     // Still serving, and the accounts it accepted work.
-    let r = runtime().block_on(async {
-        reqwest::Client::new()
-            .get(format!("{}/healthz", server.base))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
-    });
-    assert_eq!(r, 200);
+    assert_eq!(server.healthz(), 200);
 }
 
 /// An OpenAI-compatible upstream that streams one piece of text and then never finishes.
@@ -205,15 +196,6 @@ fn the_readme_defaults_block_pasted_as_is_starts() {
         .current_dir(dir.path())
         .env("RELAY_BIND", "127.0.0.1:0")
         .start();
-    let status = runtime().block_on(async {
-        reqwest::Client::new()
-            .get(format!("{}/healthz", server.base))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
-    });
-    assert_eq!(status, 200);
+    assert_eq!(server.healthz(), 200);
     assert!(dir.path().join("relay-data/relay.db").exists());
 }

@@ -194,6 +194,19 @@ impl Serve {
         self.child.id()
     }
 
+    /// The status of `GET /healthz` (from outside any runtime).
+    pub fn healthz(&self) -> u16 {
+        runtime().block_on(async {
+            reqwest::Client::new()
+                .get(format!("{}/healthz", self.base))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        })
+    }
+
     /// What it logged so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
