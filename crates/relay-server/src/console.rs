@@ -27,22 +27,38 @@ pub struct Asset {
     pub bytes: &'static [u8],
 }
 
+impl Asset {
+    pub const fn script(name: &'static str, bytes: &'static [u8]) -> Self {
+        Self::new(name, "text/javascript; charset=utf-8", bytes)
+    }
+
+    pub const fn stylesheet(name: &'static str, bytes: &'static [u8]) -> Self {
+        Self::new(name, "text/css; charset=utf-8", bytes)
+    }
+
+    pub const fn svg(name: &'static str, bytes: &'static [u8]) -> Self {
+        Self::new(name, "image/svg+xml", bytes)
+    }
+
+    const fn new(name: &'static str, content_type: &'static str, bytes: &'static [u8]) -> Self {
+        Self {
+            name,
+            content_type,
+            bytes,
+        }
+    }
+}
+
 const ASSETS: &[Asset] = &[
-    Asset {
-        name: "console.js",
-        content_type: "text/javascript; charset=utf-8",
-        bytes: include_bytes!("../assets/console/console.js"),
-    },
-    Asset {
-        name: "console.css",
-        content_type: "text/css; charset=utf-8",
-        bytes: include_bytes!("../assets/console/console.css"),
-    },
-    Asset {
-        name: "favicon.svg",
-        content_type: "image/svg+xml",
-        bytes: include_bytes!("../assets/console/favicon.svg"),
-    },
+    Asset::script("console.js", include_bytes!("../assets/console/console.js")),
+    Asset::stylesheet(
+        "console.css",
+        include_bytes!("../assets/console/console.css"),
+    ),
+    Asset::svg(
+        "favicon.svg",
+        include_bytes!("../assets/console/favicon.svg"),
+    ),
 ];
 
 /// A response for an embedded file or page under the given Content-Security-Policy.

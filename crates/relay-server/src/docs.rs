@@ -7,13 +7,15 @@
 use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::{Modify, OpenApi};
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
+use utoipa::{Modify, OpenApi as _};
 
 use crate::console::{Asset, embedded, serve_asset};
 use crate::state::AppState;
 
-#[derive(OpenApi)]
+#[derive(utoipa::OpenApi)]
 #[openapi(
     info(
         title = "Relay",
@@ -38,7 +40,7 @@ struct ApiDoc;
 struct BearerAuth;
 
 impl Modify for BearerAuth {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+    fn modify(&self, openapi: &mut OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
             "bearer",
@@ -47,94 +49,81 @@ impl Modify for BearerAuth {
     }
 }
 
-/// Documents the answer every operation that requires a bearer token can give: 401 `unauthorized`
-/// when the token is missing, unknown, signed out or expired. Added here rather than on each
-/// handler, so no operation can forget it (schemathesis found nine that had).
-pub fn add_unauthorized_responses(doc: &mut utoipa::openapi::OpenApi) {
-    use utoipa::openapi::security::SecurityRequirement;
-    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
-    let optional = SecurityRequirement::default();
-    for item in doc.paths.paths.values_mut() {
-        let operations = [
+/// Every operation of the document, whatever its method.
+fn operations_mut(doc: &mut OpenApi) -> impl Iterator<Item = &mut Operation> {
+    doc.paths.paths.values_mut().flat_map(|item| {
+        [
             &mut item.get,
             &mut item.put,
             &mut item.post,
             &mut item.delete,
             &mut item.patch,
-        ];
-        for op in operations.into_iter().flatten() {
-            // `security((), ("bearer" = []))` marks a token as optional: such an operation answers
-            // without one.
-            let needs_token = op
-                .security
-                .as_ref()
-                .is_some_and(|reqs| !reqs.is_empty() && !reqs.contains(&optional));
-            if !needs_token {
-                continue;
-            }
-            op.responses
-                .responses
-                .entry("401".to_owned())
-                .or_insert_with(|| {
-                    ResponseBuilder::new()
-                        .description(
-                            "`unauthorized`: no bearer token, or one that is unknown, signed out or \
-                             expired (accounts on)",
-                        )
-                        .content(
-                            "application/json",
-                            ContentBuilder::new()
-                                .schema(Some(Ref::from_schema_name("ErrorBody")))
-                                .build(),
-                        )
-                        .build()
-                        .into()
-                });
+        ]
+        .into_iter()
+        .flatten()
+    })
+}
+
+/// A response whose body is the usual `{error, message}`.
+fn error_response(description: &str) -> RefOr<utoipa::openapi::Response> {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .build()
+        .into()
+}
+
+/// Documents the answer every operation that requires a bearer token can give: 401 `unauthorized`
+/// when the token is missing, unknown, signed out or expired. Added here rather than on each
+/// handler, so no operation can forget it (schemathesis found nine that had).
+pub fn add_unauthorized_responses(doc: &mut OpenApi) {
+    let optional = SecurityRequirement::default();
+    for op in operations_mut(doc) {
+        // `security((), ("bearer" = []))` marks a token as optional: such an operation answers
+        // without one.
+        let needs_token = op
+            .security
+            .as_ref()
+            .is_some_and(|reqs| !reqs.is_empty() && !reqs.contains(&optional));
+        if !needs_token {
+            continue;
         }
+        op.responses
+            .responses
+            .entry("401".to_owned())
+            .or_insert_with(|| {
+                error_response(
+                    "`unauthorized`: no bearer token, or one that is unknown, signed out or \
+                     expired (accounts on)",
+                )
+            });
     }
 }
 
 /// Documents what `guard::check` answers before any handler: 415 `unsupported_media_type` for a
 /// body that is not declared JSON (every operation that takes a body), and in open mode 403
 /// `forbidden` for another web origin or a non-loopback host name (every operation).
-pub fn add_guard_responses(doc: &mut utoipa::openapi::OpenApi) {
-    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
-    let error = |description: &str| {
-        ResponseBuilder::new()
-            .description(description)
-            .content(
-                "application/json",
-                ContentBuilder::new()
-                    .schema(Some(Ref::from_schema_name("ErrorBody")))
-                    .build(),
-            )
-            .build()
-            .into()
-    };
-    for item in doc.paths.paths.values_mut() {
-        let operations = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-        ];
-        for op in operations.into_iter().flatten() {
-            let responses = &mut op.responses.responses;
-            if op.request_body.is_some() {
-                responses.entry("415".to_owned()).or_insert_with(|| {
-                    error("`unsupported_media_type`: a body sent without content-type application/json (or another `+json` type)")
-                });
-            }
-            responses.entry("403".to_owned()).or_insert_with(|| {
-                error("`forbidden`: open mode only, a request from another web origin (not in `[cors] allow_origins`) or to a host name that is not loopback or in `allowed_hosts`")
+pub fn add_guard_responses(doc: &mut OpenApi) {
+    for op in operations_mut(doc) {
+        let responses = &mut op.responses.responses;
+        if op.request_body.is_some() {
+            responses.entry("415".to_owned()).or_insert_with(|| {
+                error_response("`unsupported_media_type`: a body sent without content-type application/json (or another `+json` type)")
             });
         }
+        responses.entry("403".to_owned()).or_insert_with(|| {
+            error_response("`forbidden`: open mode only, a request from another web origin (not in `[cors] allow_origins`) or to a host name that is not loopback or in `allowed_hosts`")
+        });
     }
 }
 
 /// The document's fixed parts; paths are added by the route list.
-pub fn base() -> utoipa::openapi::OpenApi {
+pub fn base() -> OpenApi {
     let mut doc = ApiDoc::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
     doc
@@ -160,21 +149,12 @@ const PAGE: &str = include_str!("../assets/docs/index.html");
 
 /// Redoc's standalone bundle (npm `redoc`, pinned in `assets/docs/README.md`) and the page's own script.
 const ASSETS: &[Asset] = &[
-    Asset {
-        name: "redoc.standalone.js",
-        content_type: "text/javascript; charset=utf-8",
-        bytes: include_bytes!("../assets/docs/redoc.standalone.js"),
-    },
-    Asset {
-        name: "docs.js",
-        content_type: "text/javascript; charset=utf-8",
-        bytes: include_bytes!("../assets/docs/docs.js"),
-    },
-    Asset {
-        name: "favicon.svg",
-        content_type: "image/svg+xml",
-        bytes: include_bytes!("../assets/docs/favicon.svg"),
-    },
+    Asset::script(
+        "redoc.standalone.js",
+        include_bytes!("../assets/docs/redoc.standalone.js"),
+    ),
+    Asset::script("docs.js", include_bytes!("../assets/docs/docs.js")),
+    Asset::svg("favicon.svg", include_bytes!("../assets/docs/favicon.svg")),
 ];
 
 /// The single-page reference, drawn by Redoc from `/openapi.json`.

@@ -1,13 +1,16 @@
 //! The one error type handlers return, rendered as `{error, message}` with the code's status.
 //!
-//! 5xx details are logged here, once, and never put in a body.
+//! 5xx details are logged here, once, and never put in a body. [`Shaped`] is the same error for
+//! the memory handlers, whose 503 carries their success shape emptied.
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use relay_wire::ErrorCode;
-use serde_json::{Map, Value};
+use relay_wire::emptied::Emptied;
+use relay_wire::{ErrorBody, ErrorCode};
+use serde::Serialize;
 
 use crate::store::StoreError;
 
@@ -16,9 +19,6 @@ pub struct ApiError {
     pub code: ErrorCode,
     pub message: Cow<'static, str>,
     retry_after: Option<u64>,
-    /// The usual success shape, emptied, that a 503 carries besides `error` and `message`
-    /// (spec §4.4 rule 4: `{"notes": [], "error": …}`).
-    shape: Option<Map<String, Value>>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -29,7 +29,6 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
-            shape: None,
         }
     }
 
@@ -78,14 +77,6 @@ impl ApiError {
         self
     }
 
-    /// Adds the emptied success shape (only objects are merged).
-    pub fn with_shape(mut self, shape: Value) -> Self {
-        if let Value::Object(map) = shape {
-            self.shape = Some(map);
-        }
-        self
-    }
-
     /// Seconds for `Retry-After`, when the error carries one.
     pub fn retry_after(&self) -> Option<u64> {
         self.retry_after
@@ -110,13 +101,11 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The response with `body` in place of `{error, message}`; status and headers are the error's.
+    fn respond_with(self, body: impl Serialize) -> Response {
         let status = self.status();
-        let mut body = self.shape.unwrap_or_default();
-        body.insert("error".into(), Value::String(self.code.as_str().into()));
-        body.insert("message".into(), Value::String(self.message.into_owned()));
-        let mut response = (status, axum::Json(Value::Object(body))).into_response();
+        let mut response = (status, axum::Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {
             // RFC 6750 §3: a 401 names the scheme that would be accepted.
             response
@@ -129,6 +118,45 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: self.code,
+            message: self.message.to_string(),
+        };
+        self.respond_with(body)
+    }
+}
+
+/// An [`ApiError`] of a handler whose 503 `store_unavailable` answers with the emptied success
+/// shape `S` (spec §4.4 rule 4); every other error renders as usual. Handlers use plain `?`.
+#[derive(Debug)]
+pub struct Shaped<S>(ApiError, PhantomData<fn() -> S>);
+
+impl<S> From<ApiError> for Shaped<S> {
+    fn from(e: ApiError) -> Self {
+        Self(e, PhantomData)
+    }
+}
+
+impl<S> From<StoreError> for Shaped<S> {
+    fn from(e: StoreError) -> Self {
+        ApiError::from(e).into()
+    }
+}
+
+impl<S: Emptied> IntoResponse for Shaped<S> {
+    fn into_response(self) -> Response {
+        let Self(e, _) = self;
+        if e.code == ErrorCode::StoreUnavailable {
+            let body = S::emptied(e.code, e.message.to_string());
+            e.respond_with(body)
+        } else {
+            e.into_response()
+        }
     }
 }
 

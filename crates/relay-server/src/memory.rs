@@ -4,15 +4,15 @@
 //! When the store is unavailable every answer is 503 with the usual shape emptied.
 
 use axum::extract::{Path, State};
+use relay_wire::emptied::{DeleteEmptied, ListEmptied, OkEmptied, RecallEmptied};
 use relay_wire::memory::{
     DeleteRequest, DeleteResponse, ListQuery, ListResponse, MemoryNote, PatchRequest,
     PatchResponse, ProjectSelector, RecallResponse, RememberRequest,
 };
 use relay_wire::{ErrorBody, OkResponse};
-use serde_json::{Value, json};
 
 use crate::domain::{NoteText, ProjectId, parse_author, parse_mem_type};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Shaped};
 use crate::extract::{Caller, Json, Query};
 use crate::state::AppState;
 use crate::store::NewNote;
@@ -21,30 +21,8 @@ use crate::store::NewNote;
 const LIST_DEFAULT: i64 = 50;
 const LIST_MAX: i64 = 200;
 
-/// The emptied shapes of spec §4.4 rule 4.
-fn ok_shape() -> Value {
-    json!({"ok": false})
-}
-fn notes_shape() -> Value {
-    json!({"notes": []})
-}
-fn list_shape() -> Value {
-    json!({"total": 0, "items": []})
-}
-fn delete_shape() -> Value {
-    json!({"ok": false, "deleted": 0})
-}
-
-/// Gives a 503 its emptied shape; other errors pass unchanged.
-fn shaped(shape: fn() -> Value) -> impl Fn(ApiError) -> ApiError {
-    move |e| {
-        if e.code == relay_wire::ErrorCode::StoreUnavailable {
-            e.with_shape(shape())
-        } else {
-            e
-        }
-    }
-}
+/// A handler's answer: its 503 carries the emptied shape `S` (spec §4.4 rule 4).
+type Answer<T, S> = Result<axum::Json<T>, Shaped<S>>;
 
 fn required_project(project_id: Option<&str>, project: Option<&str>) -> ApiResult<ProjectId> {
     ProjectId::from_pair(project_id, project)
@@ -59,14 +37,14 @@ fn required_project(project_id: Option<&str>, project: Option<&str>) -> ApiResul
     responses(
         (status = 200, description = "Stored (or an equal note was already there)", body = OkResponse),
         (status = 400, description = "Missing or invalid note, project_id, author or mem_type", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`, with `ok: false`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, with `ok: false`", body = OkEmptied),
     ))]
 pub async fn remember(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
     Json(body): Json<RememberRequest>,
-) -> ApiResult<axum::Json<OkResponse>> {
-    let caller = caller.map_err(shaped(ok_shape))?;
+) -> Answer<OkResponse, OkEmptied> {
+    let caller = caller?;
     let project_id = required_project(body.project_id.as_deref(), body.project.as_deref())?;
     let text = NoteText::parse(&body.note, "note").map_err(ApiError::invalid)?;
     let author = parse_author(body.author.as_deref()).map_err(ApiError::invalid)?;
@@ -81,8 +59,7 @@ pub async fn remember(
             mem_type,
             created_at: round_ms(crate::clock::now()),
         })
-        .await
-        .map_err(|e| shaped(ok_shape)(e.into()))?;
+        .await?;
     Ok(axum::Json(OkResponse::yes()))
 }
 
@@ -95,8 +72,8 @@ async fn recall(
     state: &AppState,
     caller: Result<Caller, ApiError>,
     selector: &ProjectSelector,
-) -> ApiResult<RecallResponse> {
-    let caller = caller.map_err(shaped(notes_shape))?;
+) -> Result<RecallResponse, Shaped<RecallEmptied>> {
+    let caller = caller?;
     let project_id = required_project(selector.project_id.as_deref(), selector.project.as_deref())?;
     let notes = state
         .memory()
@@ -105,8 +82,7 @@ async fn recall(
             project_id.as_str(),
             state.config().memory.recall_limit,
         )
-        .await
-        .map_err(|e| shaped(notes_shape)(e.into()))?;
+        .await?;
     Ok(RecallResponse { notes })
 }
 
@@ -117,13 +93,13 @@ async fn recall(
     responses(
         (status = 200, description = "Note texts, oldest first", body = RecallResponse),
         (status = 400, description = "No project id", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`, with `notes: []`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, with `notes: []`", body = RecallEmptied),
     ))]
 pub async fn get_recall(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
     Query(selector): Query<ProjectSelector>,
-) -> ApiResult<axum::Json<RecallResponse>> {
+) -> Answer<RecallResponse, RecallEmptied> {
     recall(&state, caller, &selector).await.map(axum::Json)
 }
 
@@ -134,13 +110,13 @@ pub async fn get_recall(
     responses(
         (status = 200, description = "Note texts, oldest first", body = RecallResponse),
         (status = 400, description = "No project id", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`, with `notes: []`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, with `notes: []`", body = RecallEmptied),
     ))]
 pub async fn post_recall(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
     Json(selector): Json<ProjectSelector>,
-) -> ApiResult<axum::Json<RecallResponse>> {
+) -> Answer<RecallResponse, RecallEmptied> {
     recall(&state, caller, &selector).await.map(axum::Json)
 }
 
@@ -151,23 +127,23 @@ pub async fn post_recall(
     responses(
         (status = 200, description = "Oldest first, ties by id", body = ListResponse),
         (status = 400, description = "Negative limit or offset, or a bad project id", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`, with `total: 0, items: []`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, with `total: 0, items: []`", body = ListEmptied),
     ))]
 pub async fn list_notes(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
     Query(query): Query<ListQuery>,
-) -> ApiResult<axum::Json<ListResponse>> {
-    let caller = caller.map_err(shaped(list_shape))?;
+) -> Answer<ListResponse, ListEmptied> {
+    let caller = caller?;
     let project_id = ProjectId::from_pair(query.project_id.as_deref(), query.project.as_deref())
         .map_err(ApiError::invalid)?;
     let limit = query.limit.unwrap_or(LIST_DEFAULT);
     let offset = query.offset.unwrap_or(0);
     if limit < 0 {
-        return Err(ApiError::invalid("limit must not be negative"));
+        return Err(ApiError::invalid("limit must not be negative").into());
     }
     if offset < 0 {
-        return Err(ApiError::invalid("offset must not be negative"));
+        return Err(ApiError::invalid("offset must not be negative").into());
     }
     let (total, notes) = state
         .memory()
@@ -177,8 +153,7 @@ pub async fn list_notes(
             u32::try_from(limit.min(LIST_MAX)).unwrap_or(0),
             offset.unsigned_abs(),
         )
-        .await
-        .map_err(|e| shaped(list_shape)(e.into()))?;
+        .await?;
     Ok(axum::Json(ListResponse {
         total,
         items: notes.into_iter().map(MemoryNote::from).collect(),
@@ -192,14 +167,14 @@ pub async fn list_notes(
     responses(
         (status = 200, description = "How many notes went", body = DeleteResponse),
         (status = 400, description = "No selector, `{all: false}` alone, or a selector of the wrong type", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`, with `ok: false, deleted: 0`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, with `ok: false, deleted: 0`", body = DeleteEmptied),
     ))]
 pub async fn delete_notes(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
     Json(body): Json<DeleteRequest>,
-) -> ApiResult<axum::Json<DeleteResponse>> {
-    let caller = caller.map_err(shaped(delete_shape))?;
+) -> Answer<DeleteResponse, DeleteEmptied> {
+    let caller = caller?;
     let memory = state.memory();
     let user = caller.user_id();
     // Priority when several selectors are present: id, then project_id, then all (spec §4.4 rule 3).
@@ -221,9 +196,9 @@ pub async fn delete_notes(
     } else {
         return Err(ApiError::invalid(
             "give exactly one selector: {id}, {project_id} or {all: true}",
-        ));
-    }
-    .map_err(|e| shaped(delete_shape)(e.into()))?;
+        )
+        .into());
+    }?;
     Ok(axum::Json(DeleteResponse { ok: true, deleted }))
 }
 
@@ -234,14 +209,14 @@ pub async fn delete_notes(
     responses(
         (status = 200, description = "How many notes went", body = DeleteResponse),
         (status = 400, description = "A bad project id", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`, with `ok: false, deleted: 0`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, with `ok: false, deleted: 0`", body = DeleteEmptied),
     ))]
 pub async fn delete_all_notes(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
     Query(selector): Query<ProjectSelector>,
-) -> ApiResult<axum::Json<DeleteResponse>> {
-    let caller = caller.map_err(shaped(delete_shape))?;
+) -> Answer<DeleteResponse, DeleteEmptied> {
+    let caller = caller?;
     let project = ProjectId::from_pair(selector.project_id.as_deref(), selector.project.as_deref())
         .map_err(ApiError::invalid)?;
     let deleted = match project {
@@ -252,8 +227,7 @@ pub async fn delete_all_notes(
                 .await
         }
         None => state.memory().delete_all_notes(caller.user_id()).await,
-    }
-    .map_err(|e| shaped(delete_shape)(e.into()))?;
+    }?;
     Ok(axum::Json(DeleteResponse { ok: true, deleted }))
 }
 
@@ -263,25 +237,21 @@ pub async fn delete_all_notes(
     params(("id" = String, Path, description = "Note id, e.g. `mem%23u_ab%23p1%233`")),
     responses(
         (status = 200, description = "`deleted` is 1, or 0 when no such note is the caller's", body = DeleteResponse),
-        (status = 503, description = "`store_unavailable`, with `ok: false, deleted: 0`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, with `ok: false, deleted: 0`", body = DeleteEmptied),
     ))]
 pub async fn delete_note(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
     Path(id): Path<String>,
-) -> ApiResult<axum::Json<DeleteResponse>> {
-    let caller = caller.map_err(shaped(delete_shape))?;
+) -> Answer<DeleteResponse, DeleteEmptied> {
+    let caller = caller?;
     if !storable_id(&id) {
         return Ok(axum::Json(DeleteResponse {
             ok: true,
             deleted: 0,
         }));
     }
-    let deleted = state
-        .memory()
-        .delete_note(caller.user_id(), &id)
-        .await
-        .map_err(|e| shaped(delete_shape)(e.into()))?;
+    let deleted = state.memory().delete_note(caller.user_id(), &id).await?;
     Ok(axum::Json(DeleteResponse { ok: true, deleted }))
 }
 
@@ -294,17 +264,17 @@ pub async fn delete_note(
         (status = 200, description = "The note as it is now", body = PatchResponse),
         (status = 400, description = "Empty or too long content", body = ErrorBody),
         (status = 404, description = "`not_found`: no such note of the caller", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`, with `ok: false`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, with `ok: false`", body = OkEmptied),
     ))]
 pub async fn patch_note(
     State(state): State<AppState>,
     caller: Result<Caller, ApiError>,
     Path(id): Path<String>,
     Json(body): Json<PatchRequest>,
-) -> ApiResult<axum::Json<PatchResponse>> {
-    let caller = caller.map_err(shaped(ok_shape))?;
+) -> Answer<PatchResponse, OkEmptied> {
+    let caller = caller?;
     if !storable_id(&id) {
-        return Err(ApiError::not_found("no such note"));
+        return Err(ApiError::not_found("no such note").into());
     }
     let memory = state.memory();
     let note = match &body.content {
@@ -314,8 +284,7 @@ pub async fn patch_note(
         }
         // Nothing to change (only `pinned`, which is a no-op): answer with the note as it is.
         None => memory.get_note(caller.user_id(), &id).await,
-    }
-    .map_err(|e| shaped(ok_shape)(e.into()))?
+    }?
     .ok_or_else(|| ApiError::not_found("no such note"))?;
     Ok(axum::Json(PatchResponse {
         ok: true,

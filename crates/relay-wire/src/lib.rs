@@ -6,6 +6,7 @@
 pub mod account;
 pub mod admin;
 pub mod agent;
+pub mod emptied;
 pub mod error;
 pub mod health;
 pub mod memory;

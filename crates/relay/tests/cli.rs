@@ -2,101 +2,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
-use std::io::{BufRead, BufReader, Write};
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
+use support::{BIN, Serve, relay, runtime, sqlite_config};
 
-const BIN: &str = env!("CARGO_BIN_EXE_relay");
-
-fn write_config(dir: &Path, extra: &str) -> std::path::PathBuf {
-    let db = dir.join("relay.db");
-    let path = dir.join("relay.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "bind = \"127.0.0.1:0\"\n[memory]\nurl = \"sqlite://{db}\"\n[auth]\nurl = \"sqlite://{db}\"\n\
-             argon2_memory_kib = 256\nargon2_iterations = 1\n{extra}",
-            db = db.display()
-        ),
-    )
-    .unwrap();
-    path
-}
-
-fn relay(config: &Path, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(BIN)
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .env_remove("RELAY_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
-/// A running `relay serve`; the port is read from its start-up line, so no sleeping.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    fn start(config: &Path) -> Self {
-        let mut child = Command::new(BIN)
-            .arg("--config")
-            .arg(config)
-            .arg("serve")
-            .env("RELAY_LOG", "info")
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let mut lines = BufReader::new(stderr).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("relay serve exited before listening")
-                .unwrap();
-            if let Some(rest) = line.split("relay listening on ").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_owned();
-            }
-        };
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Self {
-            child,
-            base: format!("http://{addr}"),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn me(server: &Server, token: &str) -> Value {
+fn me(server: &Serve, token: &str) -> Value {
     runtime().block_on(async {
         let r = reqwest::Client::new()
             .get(format!("{}/v1/me", server.base))
@@ -108,7 +22,7 @@ fn me(server: &Server, token: &str) -> Value {
     })
 }
 
-fn signin(server: &Server, email: &str, password: &str) -> String {
+fn signin(server: &Serve, email: &str, password: &str) -> String {
     runtime().block_on(async {
         let r = reqwest::Client::new()
             .post(format!("{}/v1/auth/signin", server.base))
@@ -135,8 +49,8 @@ fn sql(db: &Path, statement: &'static str) {
 #[test]
 fn users_commands_are_visible_through_me_on_a_running_server() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "default_limit = 100\n");
-    let server = Server::start(&config);
+    let config = sqlite_config(dir.path(), "default_limit = 100\n");
+    let server = Serve::start(&config);
 
     let out = relay(
         &config,
@@ -224,7 +138,7 @@ fn users_commands_are_visible_through_me_on_a_running_server() {
 #[test]
 fn users_commands_refuse_bad_input_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "");
+    let config = sqlite_config(dir.path(), "");
     let out = relay(
         &config,
         &["users", "add", "not-an-email"],

@@ -3,100 +3,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::{Serve, relay_command, runtime, write_config as write};
 
-const BIN: &str = env!("CARGO_BIN_EXE_relay");
-
-/// A `relay serve` child; the port comes from its start-up line, so no sleeping.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    fn start(config: &Path, cwd: &Path, envs: &[(&str, &str)]) -> Self {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("--config")
-            .arg(config)
-            .arg("serve")
-            .current_dir(cwd);
-        for var in [
-            "OPENAI_API_KEY",
-            "ANTHROPIC_API_KEY",
-            "GEMINI_API_KEY",
-            "RELAY_CONFIG",
-            "RELAY_BIND",
-            "RELAY_MEMORY_URL",
-            "RELAY_AUTH_URL",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.env("RELAY_LOG", "info");
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        let mut child = cmd
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut seen = String::new();
-        let addr = loop {
-            let Some(line) = lines.next() else {
-                panic!("relay serve exited before listening:\n{seen}");
-            };
-            let line = line.unwrap();
-            seen.push_str(&line);
-            seen.push('\n');
-            if let Some(rest) = line.split("relay listening on ").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_owned();
-            }
-        };
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Self {
-            child,
-            base: format!("http://{addr}"),
-        }
-    }
-
-    /// A field of `/proc/PID/status` in kB (`VmHWM` is the peak resident set).
-    fn status_kb(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or_else(|| panic!("no {field} in {status}"))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn write(dir: &Path, text: &str) -> std::path::PathBuf {
-    let path = dir.join("relay.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+/// A field of `/proc/PID/status` in kB (`VmHWM` is the peak resident set).
+fn status_kb(server: &Serve, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {status}"))
 }
 
 #[test]
@@ -113,8 +36,8 @@ fn a_signup_flood_keeps_peak_memory_under_300_mb() {
             db = db.display()
         ),
     );
-    let server = Server::start(&config, dir.path(), &[]);
-    let before = server.status_kb("VmRSS");
+    let server = Serve::builder(&config).current_dir(dir.path()).start();
+    let before = status_kb(&server, "VmRSS");
     let statuses: Vec<(u16, bool)> = runtime().block_on(async {
         let client = reqwest::Client::new();
         let mut tasks = Vec::new();
@@ -136,7 +59,7 @@ fn a_signup_flood_keeps_peak_memory_under_300_mb() {
         }
         out
     });
-    let peak_kb = server.status_kb("VmHWM");
+    let peak_kb = status_kb(&server, "VmHWM");
     let ok = statuses.iter().filter(|(s, _)| *s == 200).count();
     let refused = statuses
         .iter()
@@ -149,16 +72,7 @@ fn a_signup_flood_keeps_peak_memory_under_300_mb() {
     assert_eq!(ok + refused, statuses.len(), "{statuses:?}");
     assert!(peak_kb < 300 * 1024, "peak RSS {peak_kb} kB");
     // Still serving, and the accounts it accepted work.
-    let r = runtime().block_on(async {
-        reqwest::Client::new()
-            .get(format!("{}/healthz", server.base))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
-    });
-    assert_eq!(r, 200);
+    assert_eq!(server.healthz(), 200);
 }
 
 /// An OpenAI-compatible upstream that streams one piece of text and then never finishes.
@@ -198,7 +112,7 @@ fn shutdown_ends_an_open_leg_with_one_retryable_error_line_after_the_grace_perio
             base = stalling_provider()
         ),
     );
-    let mut server = Server::start(&config, dir.path(), &[]);
+    let mut server = Serve::builder(&config).current_dir(dir.path()).start();
     let lines = runtime().block_on(async {
         let mut r = reqwest::Client::new()
             .post(format!("{}/v1/agent/stream", server.base))
@@ -218,11 +132,7 @@ fn shutdown_ends_an_open_leg_with_one_retryable_error_line_after_the_grace_perio
         {
             text.push_str(&String::from_utf8_lossy(&chunk));
             if !signalled && text.contains("\"text\"") {
-                Command::new("kill")
-                    .arg("-TERM")
-                    .arg(server.child.id().to_string())
-                    .status()
-                    .unwrap();
+                server.sigterm();
                 signalled = true;
             }
         }
@@ -239,17 +149,7 @@ fn shutdown_ends_an_open_leg_with_one_retryable_error_line_after_the_grace_perio
         1,
         "{lines:?}"
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "relay did not exit after its grace period"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = server.wait_exit(Duration::from_secs(10));
     assert!(status.success(), "{status}");
 }
 
@@ -257,11 +157,10 @@ fn shutdown_ends_an_open_leg_with_one_retryable_error_line_after_the_grace_perio
 fn a_configuration_error_is_printed_as_written_over_several_lines() {
     let dir = tempfile::tempdir().unwrap();
     let config = write(dir.path(), "bind = \"127.0.0.1:0\"\nbnid = 3\n");
-    let out = Command::new(BIN)
+    let out = relay_command()
         .arg("--config")
         .arg(&config)
         .arg("serve")
-        .env_remove("RELAY_CONFIG")
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -293,16 +192,10 @@ fn the_readme_defaults_block_pasted_as_is_starts() {
     let config = write(dir.path(), &readme_block("Every key, with its default"));
     // Only the port is moved off 7711, which another process may hold; the store is the
     // default relative path, created under the working directory.
-    let server = Server::start(&config, dir.path(), &[("RELAY_BIND", "127.0.0.1:0")]);
-    let status = runtime().block_on(async {
-        reqwest::Client::new()
-            .get(format!("{}/healthz", server.base))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
-    });
-    assert_eq!(status, 200);
+    let server = Serve::builder(&config)
+        .current_dir(dir.path())
+        .env("RELAY_BIND", "127.0.0.1:0")
+        .start();
+    assert_eq!(server.healthz(), 200);
     assert!(dir.path().join("relay-data/relay.db").exists());
 }

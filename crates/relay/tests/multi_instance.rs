@@ -6,40 +6,18 @@
 #[path = "../../relay-server/tests/support/pg.rs"]
 mod pg;
 
+mod support;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStderr, Command, Stdio};
 
 use serde_json::{Value, json};
+use support::{Serve, relay, write_config};
 
-const BIN: &str = env!("CARGO_BIN_EXE_relay");
-
-/// Variables that would change what the children do: provider keys (the demo provider must
-/// answer) and store overrides (the config file must decide).
-const SCRUBBED: &[&str] = &[
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "GEMINI_API_KEY",
-    "RELAY_CONFIG",
-    "RELAY_BIND",
-    "RELAY_MEMORY_URL",
-    "RELAY_AUTH_URL",
-];
-
-fn relay_command() -> Command {
-    let mut cmd = Command::new(BIN);
-    for var in SCRUBBED {
-        cmd.env_remove(var);
-    }
-    cmd
-}
-
-fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
-    let path = dir.join("relay.toml");
-    std::fs::write(
-        &path,
-        format!(
+fn pg_config(dir: &Path, url: &str) -> std::path::PathBuf {
+    write_config(
+        dir,
+        &format!(
             "bind = \"127.0.0.1:0\"\n\
              [memory]\nurl = \"{url}\"\nmax_connections = 10\nbusy_timeout_ms = 10000\n\
              [auth]\nurl = \"{url}\"\nmax_connections = 10\nbusy_timeout_ms = 10000\n\
@@ -47,70 +25,14 @@ fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
              [limits]\nagent_burst = 1000\nagent_per_minute = 100000\n"
         ),
     )
-    .unwrap();
-    path
-}
-
-/// A running `relay serve`; the port is read from its start-up line, so no sleeping.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    fn spawn(config: &Path) -> (Child, ChildStderr) {
-        let mut child = relay_command()
-            .arg("--config")
-            .arg(config)
-            .arg("serve")
-            .env("RELAY_LOG", "info")
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        (child, stderr)
-    }
-
-    fn wait_listening((child, stderr): (Child, ChildStderr)) -> Self {
-        let mut lines = BufReader::new(stderr).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("relay serve exited before listening")
-                .unwrap();
-            if let Some(rest) = line.split("relay listening on ").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_owned();
-            }
-        };
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Self {
-            child,
-            base: format!("http://{addr}"),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn users_add(config: &Path, email: &str, limit: i64, password: &str) {
-    let mut child = relay_command()
-        .arg("--config")
-        .arg(config)
-        .args(["users", "add", email, "--limit", &limit.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = relay(
+        config,
+        &["users", "add", email, "--limit", &limit.to_string()],
+        &format!("{password}\n"),
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -173,13 +95,15 @@ fn two_instances_on_one_postgres_share_quota_sessions_notes_and_ids() {
         .unwrap();
     let db = runtime.block_on(pg::TestDb::create());
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &db.url);
+    let config = pg_config(dir.path(), &db.url);
 
     // Both instances start at once on the fresh database, so their migrations race: the
     // migrator's advisory lock lets one apply them while the other waits.
-    let (a, b) = (Server::spawn(&config), Server::spawn(&config));
-    let a = Server::wait_listening(a);
-    let b = Server::wait_listening(b);
+    let (a, b) = (
+        Serve::builder(&config).spawn(),
+        Serve::builder(&config).spawn(),
+    );
+    let (a, b) = (a.ready(), b.ready());
     users_add(&config, "load@example.com", 50, "correct horse battery");
 
     runtime.block_on(async {
@@ -196,11 +120,8 @@ fn two_instances_on_one_postgres_share_quota_sessions_notes_and_ids() {
         let legs: Vec<_> = (0..200)
             .map(|i| {
                 let client = client.clone();
-                let base = if i % 2 == 0 {
-                    a.base.clone()
-                } else {
-                    b.base.clone()
-                };
+                // Alternately through A and B.
+                let base = [&a.base, &b.base][i % 2].clone();
                 let token = token.clone();
                 tokio::spawn(async move {
                     let r = client
@@ -304,11 +225,8 @@ fn two_instances_on_one_postgres_share_quota_sessions_notes_and_ids() {
         let writes: Vec<_> = (0..100)
             .map(|i| {
                 let client = client.clone();
-                let base = if i % 2 == 0 {
-                    a.base.clone()
-                } else {
-                    b.base.clone()
-                };
+                // Alternately through A and B.
+                let base = [&a.base, &b.base][i % 2].clone();
                 let token = token.clone();
                 tokio::spawn(async move {
                     client

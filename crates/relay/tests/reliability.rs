@@ -2,132 +2,26 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+use support::{Serve, runtime, sqlite_config};
 
-const BIN: &str = env!("CARGO_BIN_EXE_relay");
-
-/// A `relay serve` child whose stderr is collected; the port comes from its start-up line.
-struct Server {
-    child: Child,
-    base: String,
-    log: Arc<Mutex<String>>,
-}
-
-impl Server {
-    fn start(config: &Path, envs: &[(&str, &str)]) -> Self {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("--config").arg(config).arg("serve");
-        for var in [
-            "OPENAI_API_KEY",
-            "ANTHROPIC_API_KEY",
-            "GEMINI_API_KEY",
-            "RELAY_CONFIG",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.env("RELAY_LOG", "debug");
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        let mut child = cmd
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let log = Arc::new(Mutex::new(String::new()));
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("relay serve exited before listening")
-                .unwrap();
-            log.lock().unwrap().push_str(&line);
-            log.lock().unwrap().push('\n');
-            if let Some(rest) = line.split("relay listening on ").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_owned();
-            }
-        };
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                let mut l = sink.lock().unwrap();
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
-        Self {
-            child,
-            base: format!("http://{addr}"),
-            log,
-        }
-    }
-
-    /// Waits for the process to end and returns everything it logged.
-    fn stop(mut self) -> String {
-        sigterm(&self.child);
-        self.child.wait().unwrap();
-        // Give the reader thread the tail of the pipe: it ends when the pipe closes.
-        for _ in 0..100 {
-            if Arc::strong_count(&self.log) == 1 {
-                break;
-            }
-            std::thread::yield_now();
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        self.log.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// SIGTERM through the `kill` command, so the test needs no unsafe code.
-fn sigterm(child: &Child) {
-    Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
+/// The SQLite configuration with the agent's burst raised, then `extra`.
 fn config(dir: &Path, extra: &str) -> std::path::PathBuf {
-    let db = dir.join("relay.db");
-    let path = dir.join("relay.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "bind = \"127.0.0.1:0\"\n[memory]\nurl = \"sqlite://{db}\"\n[auth]\nurl = \"sqlite://{db}\"\n\
-             argon2_memory_kib = 256\nargon2_iterations = 1\n[limits]\nagent_burst = 1000\n{extra}",
-            db = db.display()
-        ),
-    )
-    .unwrap();
-    path
+    sqlite_config(dir, &format!("[limits]\nagent_burst = 1000\n{extra}"))
 }
 
 #[test]
 fn every_acknowledged_note_survives_a_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "");
-    let server = Server::start(&cfg, &[]);
+    let server = Serve::start(&cfg);
     let base = server.base.clone();
     let rt = runtime();
     let client = reqwest::Client::new();
@@ -176,7 +70,7 @@ fn every_acknowledged_note_survives_a_sigkill() {
                     if acked.len() == 500
                         && let Some(s) = server.lock().unwrap().as_mut()
                     {
-                        s.child.kill().unwrap(); // SIGKILL
+                        s.kill();
                     }
                 }
             }));
@@ -193,7 +87,7 @@ fn every_acknowledged_note_survives_a_sigkill() {
     );
     drop(server.lock().unwrap().take());
 
-    let server = Server::start(&cfg, &[]);
+    let server = Serve::start(&cfg);
     // Page through list (recall returns only the newest 200).
     let stored: Vec<String> = rt.block_on(async {
         let mut all = Vec::new();
@@ -274,7 +168,10 @@ fn logs_never_contain_a_token_a_password_or_a_provider_key() {
              [[models]]\nname = \"m\"\nprovider = \"p\"\nupstream = \"x\"\n[routing]\nretries = 1\n"
         ),
     );
-    let server = Server::start(&cfg, &[("LEAK_TEST_KEY", key)]);
+    let server = Serve::builder(&cfg)
+        .env("RELAY_LOG", "debug")
+        .env("LEAK_TEST_KEY", key)
+        .start();
     let base = server.base.clone();
     let token = runtime().block_on(async {
         let c = reqwest::Client::new();

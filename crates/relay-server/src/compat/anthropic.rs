@@ -7,8 +7,7 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use axum::response::Response;
 use relay_wire::agent::{
     AgentEvent, AgentRequest, Content, FinishReason, Message, MessageRole, MessageToolCall,
     ToolCall, Usage,
@@ -141,24 +140,13 @@ async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Respons
     leg.stop = request.stop_sequences.clone().unwrap_or_default();
     leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
     let opened = super::open(&state, &caller, &headers, &request.model, leg, arrived).await?;
-    let mut writer = Writer {
+    let writer = Writer {
         id: format!("msg_{}", hex::encode(rand::random::<[u8; 12]>())),
         model: opened.model.clone(),
         blocks: 0,
         text_open: false,
     };
-    let response = if request.stream {
-        super::sse(
-            opened
-                .events
-                .flat_map(move |e| futures::stream::iter(writer.encode(e)))
-                .boxed(),
-        )
-    } else {
-        let collected = super::collect(opened.events).await;
-        writer.complete(collected)?.into_response()
-    };
-    Ok(super::with_receipt(response, &opened.note_ids))
+    super::answer(opened, request.stream, writer).await
 }
 
 fn bad(at: String, what: &str) -> ApiError {
@@ -331,6 +319,10 @@ impl Writer {
         ));
         out.push(event("message_stop", &json!({"type": "message_stop"})));
     }
+}
+
+impl super::Encoder for Writer {
+    type Complete = axum::Json<MessageOut>;
 
     fn encode(&mut self, e: AgentEvent) -> Vec<Bytes> {
         let mut out = Vec::new();

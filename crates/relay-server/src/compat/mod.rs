@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use relay_wire::agent::{AgentEvent, AgentRequest};
@@ -111,7 +111,7 @@ pub struct Collected {
 }
 
 /// Reads a leg to its terminal event.
-pub async fn collect(mut events: BoxStream<'static, AgentEvent>) -> Collected {
+async fn collect(mut events: BoxStream<'static, AgentEvent>) -> Collected {
     let mut text = String::new();
     while let Some(event) = events.next().await {
         match event {
@@ -130,8 +130,36 @@ pub async fn collect(mut events: BoxStream<'static, AgentEvent>) -> Collected {
     }
 }
 
+/// A compatible API's encoding of a leg's events.
+pub trait Encoder: Send + 'static {
+    /// The non-streamed answer.
+    type Complete: IntoResponse;
+    /// One event as the stream's wire chunks (possibly none).
+    fn encode(&mut self, event: AgentEvent) -> Vec<Bytes>;
+    /// The whole leg as one answer.
+    fn complete(&self, collected: Collected) -> Result<Self::Complete, ApiError>;
+}
+
+/// The opened leg as the API's answer, streamed or whole, with the notes receipt.
+pub async fn answer(
+    opened: Opened,
+    stream: bool,
+    mut encoder: impl Encoder,
+) -> Result<Response, ApiError> {
+    let response = if stream {
+        sse(opened
+            .events
+            .flat_map(move |e| futures::stream::iter(encoder.encode(e)))
+            .boxed())
+    } else {
+        let collected = collect(opened.events).await;
+        encoder.complete(collected)?.into_response()
+    };
+    Ok(with_receipt(response, &opened.note_ids))
+}
+
 /// Adds the notes receipt to an answer.
-pub fn with_receipt(mut response: Response, note_ids: &[String]) -> Response {
+fn with_receipt(mut response: Response, note_ids: &[String]) -> Response {
     if let Ok(v) = HeaderValue::from_str(&note_ids.join(",")) {
         response.headers_mut().insert(NOTE_IDS, v);
     }
@@ -139,7 +167,7 @@ pub fn with_receipt(mut response: Response, note_ids: &[String]) -> Response {
 }
 
 /// A `text/event-stream` answer from already encoded events.
-pub fn sse(events: BoxStream<'static, Bytes>) -> Response {
+fn sse(events: BoxStream<'static, Bytes>) -> Response {
     let body = events.map(Ok::<Bytes, std::convert::Infallible>);
     let mut response = Response::new(Body::from_stream(body));
     *response.status_mut() = StatusCode::OK;

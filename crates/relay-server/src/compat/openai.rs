@@ -6,8 +6,7 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use axum::response::Response;
 use relay_wire::agent::{
     AgentEvent, AgentRequest, Content, FinishReason, Message, MessageRole, MessageToolCall,
     NestedToolCall, ToolCall, Usage,
@@ -180,18 +179,7 @@ async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Respons
         model: opened.model.clone(),
         include_usage: request.stream_options.is_some_and(|o| o.include_usage),
     };
-    let response = if request.stream {
-        super::sse(
-            opened
-                .events
-                .flat_map(move |e| futures::stream::iter(writer.encode(e)))
-                .boxed(),
-        )
-    } else {
-        let collected = super::collect(opened.events).await;
-        writer.complete(collected)?.into_response()
-    };
-    Ok(super::with_receipt(response, &opened.note_ids))
+    super::answer(opened, request.stream, writer).await
 }
 
 /// The request as a leg, and the caller's tools.
@@ -365,8 +353,12 @@ impl Writer {
         out.push(Bytes::from_static(b"data: [DONE]\n\n"));
         out
     }
+}
 
-    fn encode(&self, event: AgentEvent) -> Vec<Bytes> {
+impl super::Encoder for Writer {
+    type Complete = axum::Json<ChatCompletion>;
+
+    fn encode(&mut self, event: AgentEvent) -> Vec<Bytes> {
         match event {
             AgentEvent::Start { .. } => {
                 vec![self.chunk(json!({"role": "assistant", "content": ""}), None)]

@@ -208,7 +208,8 @@ fn tool(name: &str) -> Value {
 async fn each_tool_role_sends_upstream_exactly_its_tools_with_canonical_definitions() {
     let fake = FakeUpstream::start().await;
     let app = open_app(&fake).await;
-    let every: Vec<Value> = [
+    // Every role gets the basic tools; each adds its own, then the caller's custom tool.
+    const BASIC: [&str; 10] = [
         "read_file",
         "list_dir",
         "grep",
@@ -219,8 +220,16 @@ async fn each_tool_role_sends_upstream_exactly_its_tools_with_canonical_definiti
         "web_search",
         "write_plan",
         "create_pdf",
-        "remember",
-        "recall",
+    ];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        BASIC
+            .iter()
+            .chain(extra)
+            .copied()
+            .chain(["my_custom_tool"])
+            .collect()
+    };
+    let panes = [
         "open_pane",
         "spawn_agent",
         "send_keys",
@@ -228,88 +237,38 @@ async fn each_tool_role_sends_upstream_exactly_its_tools_with_canonical_definiti
         "read_pane",
         "read_agent",
         "list_panes",
-        "my_custom_tool",
-    ]
-    .iter()
-    .map(|n| tool(n))
+    ];
+    let every: Vec<Value> = with(&[&["remember", "recall"][..], &panes].concat())
+        .iter()
+        .map(|n| tool(n))
+        .collect();
+    // The agent orchestrator delegates writing: no write_file or edit_file of its own.
+    let agent_orchestrator: Vec<&str> = with(&[
+        "remember",
+        "recall",
+        "spawn_agent",
+        "send_agent",
+        "read_agent",
+        "list_panes",
+    ])
+    .into_iter()
+    .filter(|n| !["write_file", "edit_file"].contains(n))
     .collect();
-    let cases: [(Value, &[&str]); 4] = [
-        (
-            Value::Null,
-            &[
-                "read_file",
-                "list_dir",
-                "grep",
-                "find_files",
-                "write_file",
-                "edit_file",
-                "run_command",
-                "web_search",
-                "write_plan",
-                "create_pdf",
-                "my_custom_tool",
-            ],
-        ),
-        (
-            json!("worker"),
-            &[
-                "read_file",
-                "list_dir",
-                "grep",
-                "find_files",
-                "write_file",
-                "edit_file",
-                "run_command",
-                "web_search",
-                "write_plan",
-                "create_pdf",
-                "remember",
-                "recall",
-                "my_custom_tool",
-            ],
-        ),
+    let cases: [(Value, Vec<&str>); 4] = [
+        (Value::Null, with(&[])),
+        (json!("worker"), with(&["remember", "recall"])),
         (
             json!("orchestrator"),
-            &[
-                "read_file",
-                "list_dir",
-                "grep",
-                "find_files",
-                "write_file",
-                "edit_file",
-                "run_command",
-                "web_search",
-                "write_plan",
-                "create_pdf",
+            with(&[
                 "remember",
                 "recall",
                 "open_pane",
                 "send_keys",
                 "read_pane",
                 "list_panes",
-                "my_custom_tool",
-            ],
+            ]),
         ),
-        (
-            json!("agent_orchestrator"),
-            &[
-                "read_file",
-                "list_dir",
-                "grep",
-                "find_files",
-                "run_command",
-                "web_search",
-                "write_plan",
-                "create_pdf",
-                "remember",
-                "recall",
-                "spawn_agent",
-                "send_agent",
-                "read_agent",
-                "list_panes",
-                "my_custom_tool",
-            ],
-        ),
+        (json!("agent_orchestrator"), agent_orchestrator),
     ];
     for (i, (role, expected)) in cases.iter().enumerate() {
         let leg = json!({"messages": [{"role": "user", "content": "go"}], "tools": every, "tool_role": role});

@@ -6,6 +6,8 @@
 mod account;
 mod agent;
 mod crate_api;
+#[path = "../support/mod.rs"]
+mod harness;
 mod panes;
 mod rules;
 mod support;

@@ -1,6 +1,6 @@
 //! The world the client tests run in: a scripted OpenAI-compatible upstream (a test double that
 //! replays tool calls and text, records every request, and serves a SearXNG-shaped `/search`), a
-//! real relay in-process on port 0 whose only model is that upstream, project directories, and the
+//! real `relay serve` on port 0 whose only model is that upstream, project directories, and the
 //! real `relay` binary run as a client against it.
 
 use std::collections::VecDeque;
@@ -16,9 +16,11 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_relay");
+use crate::harness::{Serve, write_config};
+
+pub use crate::harness::BIN;
 
 /// One scripted upstream answer.
 #[derive(Clone)]
@@ -200,12 +202,12 @@ impl Upstream {
     }
 }
 
-/// A relay serving on port 0 until dropped.
+/// `relay serve` on port 0 (through the shared harness) until dropped.
 pub struct Relay {
     pub url: String,
     pub upstream: Upstream,
     pub dir: tempfile::TempDir,
-    _stop: oneshot::Sender<()>,
+    _server: Serve,
 }
 
 impl Relay {
@@ -234,32 +236,25 @@ impl Relay {
         } else {
             format!("{auth}\"{db}\"\n")
         };
-        let toml = format!(
-            "bind = \"127.0.0.1:0\"\n[memory]\nurl = \"{db}\"\n{auth}\
-             [[providers]]\nname = \"fake\"\nkind = \"openai\"\nbase_url = \"http://{a}/v1\"\n\
-             [[models]]\nname = \"scripted\"\nprovider = \"fake\"\nupstream = \"scripted\"\n\
-             [routing]\nauto = [\"scripted\"]\n[search]\nkind = \"searxng\"\nbase_url = \"http://{a}\"\n",
-            a = upstream.addr
+        let config = write_config(
+            dir.path(),
+            &format!(
+                "bind = \"127.0.0.1:0\"\n[memory]\nurl = \"{db}\"\n{auth}\
+                 [[providers]]\nname = \"fake\"\nkind = \"openai\"\nbase_url = \"http://{a}/v1\"\n\
+                 [[models]]\nname = \"scripted\"\nprovider = \"fake\"\nupstream = \"scripted\"\n\
+                 [routing]\nauto = [\"scripted\"]\n[search]\nkind = \"searxng\"\nbase_url = \"http://{a}\"\n",
+                a = upstream.addr
+            ),
         );
-        let config =
-            relay_server::config::Config::from_toml(&toml, Path::new("test.toml")).unwrap();
-        let relay = relay_server::Relay::from_config(config).await.unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = oneshot::channel::<()>();
-        let router = relay.router();
-        tokio::spawn(async move {
-            relay_server::serve(listener, router, async {
-                let _ = rx.await;
-            })
+        // The child's start-up is read on a blocking thread so the upstream keeps being served.
+        let server = tokio::task::spawn_blocking(move || Serve::start(&config))
             .await
             .unwrap();
-        });
         Self {
-            url,
+            url: server.base.clone(),
             upstream,
             dir,
-            _stop: tx,
+            _server: server,
         }
     }
 
