@@ -6,6 +6,8 @@
 //! advisory lock sqlx's PostgreSQL migrator takes (`pg_advisory_lock` in
 //! `sqlx-postgres/src/migrate.rs`, `Migrate::lock`), so instances that start together migrate once.
 
+mod batch;
+
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +26,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/postgres/mi
 
 pub struct PgStore {
     pool: PgPool,
+    /// Admissions, refunds and open-mode counts, sent in batches (group commit).
+    writes: super::batch::LegWrites,
 }
 
 impl PgStore {
@@ -140,7 +144,10 @@ impl PgStore {
                 other => anyhow::bail!("cannot open PostgreSQL database {target}: {other}"),
             },
         }
-        Ok(Self { pool })
+        Ok(Self {
+            writes: batch::leg_writes(&pool),
+            pool,
+        })
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -307,30 +314,15 @@ impl AuthStore for PgStore {
     }
 
     async fn admit_leg(&self, user_id: &str) -> StoreResult<Admission> {
-        // Check and increment in one statement. Concurrent updates of the row queue on its lock,
-        // and under READ COMMITTED PostgreSQL re-checks the WHERE clause against the row the
-        // previous writer committed, so the last unit goes to exactly one leg whichever instance
-        // it came through.
-        let done = sqlx::query(
-            "UPDATE users SET used = used + 1
-             WHERE id = $1 AND (role = 'admin' OR quota_limit < 0 OR used < quota_limit)",
-        )
-        .bind(user_id)
-        .execute(&self.pool)
-        .await?;
-        Ok(if done.rows_affected() == 1 {
-            Admission::Admitted
-        } else {
-            Admission::QuotaExceeded
-        })
+        // Check and increment in one statement, batched with concurrent legs' (see `batch`).
+        // Concurrent updates of a row queue on its lock, and under READ COMMITTED PostgreSQL
+        // re-reads the row the previous writer committed, so the last unit goes to exactly one
+        // leg whichever instance it came through.
+        self.writes.admit.submit(user_id.to_owned()).await
     }
 
     async fn refund_leg(&self, user_id: &str) -> StoreResult<()> {
-        sqlx::query("UPDATE users SET used = used - 1 WHERE id = $1 AND used > 0")
-            .bind(user_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.writes.refund.submit(user_id.to_owned()).await
     }
 
     async fn add_to_waitlist(&self, email: &str, source: &str, now: f64) -> StoreResult<()> {
@@ -603,10 +595,7 @@ impl MemoryStore for PgStore {
     }
 
     async fn count_open_leg(&self) -> StoreResult<()> {
-        sqlx::query("UPDATE open_usage SET used = used + 1 WHERE id = 1")
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.writes.open_leg.submit(()).await
     }
 
     async fn open_legs(&self) -> StoreResult<i64> {

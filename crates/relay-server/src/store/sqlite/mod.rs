@@ -1,5 +1,7 @@
 //! The SQLite backend: one file, WAL, a busy timeout, migrations embedded and applied at open.
 
+mod batch;
+
 use std::str::FromStr;
 
 use async_trait::async_trait;
@@ -18,6 +20,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/sqlite/migr
 
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// Admissions, refunds and open-mode counts, sent in batches (group commit).
+    writes: super::batch::LegWrites,
 }
 
 impl SqliteStore {
@@ -111,7 +115,10 @@ impl SqliteStore {
         MIGRATOR.run(&pool).await.map_err(|e| {
             anyhow::anyhow!("cannot migrate SQLite database {}: {e}", path.display())
         })?;
-        Ok(Self { pool })
+        Ok(Self {
+            writes: batch::leg_writes(&pool),
+            pool,
+        })
     }
 
     pub fn pool(&self) -> &SqlitePool {
@@ -274,28 +281,13 @@ impl AuthStore for SqliteStore {
     }
 
     async fn admit_leg(&self, user_id: &str) -> StoreResult<Admission> {
-        // Check and increment in one statement: SQLite serialises writers, so no two legs can both
-        // see the last unit.
-        let done = sqlx::query(
-            "UPDATE users SET used = used + 1
-             WHERE id = ? AND (role = 'admin' OR quota_limit < 0 OR used < quota_limit)",
-        )
-        .bind(user_id)
-        .execute(&self.pool)
-        .await?;
-        Ok(if done.rows_affected() == 1 {
-            Admission::Admitted
-        } else {
-            Admission::QuotaExceeded
-        })
+        // One conditional UPDATE per leg, batched with concurrent legs' (see `batch`): SQLite
+        // serialises writers, so no two legs can both see the last unit.
+        self.writes.admit.submit(user_id.to_owned()).await
     }
 
     async fn refund_leg(&self, user_id: &str) -> StoreResult<()> {
-        sqlx::query("UPDATE users SET used = used - 1 WHERE id = ? AND used > 0")
-            .bind(user_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.writes.refund.submit(user_id.to_owned()).await
     }
 
     async fn add_to_waitlist(&self, email: &str, source: &str, now: f64) -> StoreResult<()> {
@@ -603,10 +595,7 @@ impl MemoryStore for SqliteStore {
     }
 
     async fn count_open_leg(&self) -> StoreResult<()> {
-        sqlx::query("UPDATE open_usage SET used = used + 1 WHERE id = 1")
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.writes.open_leg.submit(()).await
     }
 
     async fn open_legs(&self) -> StoreResult<i64> {
