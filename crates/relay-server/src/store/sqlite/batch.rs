@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use futures::TryStreamExt;
 use sqlx::sqlite::SqlitePool;
-use sqlx::{Either, Executor};
+use sqlx::{Connection, Either, Executor};
 
 use crate::store::batch::{Batcher, LegWrites, MAX_BATCH};
 use crate::store::{Admission, StoreError, StoreResult};
