@@ -5,6 +5,7 @@
 //! next; after the headers every failure is one `error` line.
 
 mod inject;
+mod quota;
 mod request;
 mod stream;
 
@@ -26,7 +27,6 @@ use crate::domain::ProjectId;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, Json, Query};
 use crate::state::AppState;
-use crate::store::Admission;
 
 /// Request bodies of agent legs may be this large (long conversations).
 pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
@@ -99,27 +99,7 @@ pub async fn open_leg(
     state.limits().agent.check(caller.user_id()).await?;
     // Admission (a write) and the note lookup (reads) go to the store side by side: a leg waits
     // for the slower of the two, not for both. A refused leg's notes are thrown away.
-    let admission = async {
-        Ok::<_, ApiError>(match caller {
-            Caller::User(user) => {
-                let auth = state
-                    .auth()
-                    .ok_or_else(|| ApiError::internal("account without an auth store"))?;
-                if auth.admit_leg(&user.id).await? == Admission::QuotaExceeded {
-                    state.metrics().quota_refusals.inc();
-                    return Err(ApiError::new(
-                        ErrorCode::QuotaExceeded,
-                        "the account's quota is used up; ask an operator to raise it",
-                    ));
-                }
-                stream::Quota::Taken {
-                    auth: auth.clone(),
-                    user_id: user.id.clone(),
-                }
-            }
-            Caller::Local => stream::Quota::OpenMode(state.memory().clone()),
-        })
-    };
+    let admission = quota::Quota::admit(state, caller);
     let admission = admission.instrument(tracing::info_span!("admission"));
     let lookup = inject::notes(state, caller.user_id(), &leg).instrument(tracing::info_span!(
         "note_lookup",

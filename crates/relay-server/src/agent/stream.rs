@@ -18,43 +18,16 @@ use relay_wire::agent::{
 use tracing::Instrument;
 
 use super::inject;
+use super::quota::Quota;
 use super::request::ValidLeg;
 use crate::error::{ApiError, ApiResult};
 use crate::providers::registry::ModelEntry;
 use crate::providers::{EventStream, FinishReason, ProviderError, ProviderEvent, Usage};
 use crate::state::AppState;
-use crate::store::{AuthStore, MemoryStore, Note};
+use crate::store::Note;
 
 /// The longest wait between two tries of one model; a longer `Retry-After` moves on to the next model.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
-
-/// The quota unit a leg holds, given back if no model produces output.
-pub enum Quota {
-    Taken {
-        auth: Arc<dyn AuthStore>,
-        user_id: String,
-    },
-    /// Open mode: nothing is limited, served legs are counted for `/v1/me`.
-    OpenMode(Arc<dyn MemoryStore>),
-}
-
-impl Quota {
-    async fn refund(&self) {
-        if let Self::Taken { auth, user_id } = self
-            && let Err(e) = auth.refund_leg(user_id).await
-        {
-            tracing::error!(error = %e, "could not give back a quota unit");
-        }
-    }
-
-    async fn served(&self) {
-        if let Self::OpenMode(memory) = self
-            && let Err(e) = memory.count_open_leg().await
-        {
-            tracing::warn!(error = %e, "could not count an open-mode leg");
-        }
-    }
-}
 
 /// A leg whose first provider output arrived: the model that answers, the injected notes' ids,
 /// and the leg's events, `start` first and one terminal event last (pings in between).

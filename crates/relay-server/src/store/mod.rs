@@ -3,6 +3,7 @@
 //! Handlers see only `Arc<dyn AuthStore>` and `Arc<dyn MemoryStore>`; each backend lives in its own
 //! module with its own migrations, so a new backend adds a module and touches no handler.
 
+mod batch;
 mod open;
 pub mod postgres;
 pub mod relevance;
@@ -21,7 +22,9 @@ use async_trait::async_trait;
 use crate::domain::{Email, NoteText, ProjectId, Role};
 
 /// What can go wrong in a store, in the terms handlers act on.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Clone` so that a failed batch gives each of its callers the same error.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// A uniqueness rule was broken (an email already registered).
     #[error("conflict: {0}")]

@@ -146,30 +146,15 @@ impl AuthStore for PgStore {
     }
 
     async fn admit_leg(&self, user_id: &str) -> StoreResult<Admission> {
-        // Check and increment in one statement. Concurrent updates of the row queue on its lock,
-        // and under READ COMMITTED PostgreSQL re-checks the WHERE clause against the row the
-        // previous writer committed, so the last unit goes to exactly one leg whichever instance
-        // it came through.
-        let done = sqlx::query(
-            "UPDATE users SET used = used + 1
-             WHERE id = $1 AND (role = 'admin' OR quota_limit < 0 OR used < quota_limit)",
-        )
-        .bind(user_id)
-        .execute(&self.pool)
-        .await?;
-        Ok(if done.rows_affected() == 1 {
-            Admission::Admitted
-        } else {
-            Admission::QuotaExceeded
-        })
+        // Check and increment in one statement, batched with concurrent legs' (see `batch`).
+        // Concurrent updates of a row queue on its lock, and under READ COMMITTED PostgreSQL
+        // re-reads the row the previous writer committed, so the last unit goes to exactly one
+        // leg whichever instance it came through.
+        self.writes.admit.submit(user_id.to_owned()).await
     }
 
     async fn refund_leg(&self, user_id: &str) -> StoreResult<()> {
-        sqlx::query("UPDATE users SET used = used - 1 WHERE id = $1 AND used > 0")
-            .bind(user_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.writes.refund.submit(user_id.to_owned()).await
     }
 
     async fn add_to_waitlist(&self, email: &str, source: &str, now: f64) -> StoreResult<()> {

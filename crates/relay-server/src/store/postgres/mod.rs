@@ -9,6 +9,7 @@
 //! hold the queries of each area.
 
 mod accounts;
+mod batch;
 mod notes;
 mod ranking;
 
@@ -24,6 +25,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/postgres/mi
 
 pub struct PgStore {
     pool: PgPool,
+    /// Admissions, refunds and open-mode counts, sent in batches (group commit).
+    writes: super::batch::LegWrites,
 }
 
 impl PgStore {
@@ -95,7 +98,10 @@ impl PgStore {
                 other => anyhow::bail!("cannot open PostgreSQL database {target}: {other}"),
             },
         }
-        Ok(Self { pool })
+        Ok(Self {
+            writes: batch::leg_writes(&pool),
+            pool,
+        })
     }
 
     pub fn pool(&self) -> &PgPool {

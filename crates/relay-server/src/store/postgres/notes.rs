@@ -231,10 +231,7 @@ impl MemoryStore for PgStore {
     }
 
     async fn count_open_leg(&self) -> StoreResult<()> {
-        sqlx::query("UPDATE open_usage SET used = used + 1 WHERE id = 1")
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.writes.open_leg.submit(()).await
     }
 
     async fn open_legs(&self) -> StoreResult<i64> {

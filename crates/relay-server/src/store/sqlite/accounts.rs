@@ -142,28 +142,13 @@ impl AuthStore for SqliteStore {
     }
 
     async fn admit_leg(&self, user_id: &str) -> StoreResult<Admission> {
-        // Check and increment in one statement: SQLite serialises writers, so no two legs can both
-        // see the last unit.
-        let done = sqlx::query(
-            "UPDATE users SET used = used + 1
-             WHERE id = ? AND (role = 'admin' OR quota_limit < 0 OR used < quota_limit)",
-        )
-        .bind(user_id)
-        .execute(&self.pool)
-        .await?;
-        Ok(if done.rows_affected() == 1 {
-            Admission::Admitted
-        } else {
-            Admission::QuotaExceeded
-        })
+        // One conditional UPDATE per leg, batched with concurrent legs' (see `batch`): SQLite
+        // serialises writers, so no two legs can both see the last unit.
+        self.writes.admit.submit(user_id.to_owned()).await
     }
 
     async fn refund_leg(&self, user_id: &str) -> StoreResult<()> {
-        sqlx::query("UPDATE users SET used = used - 1 WHERE id = ? AND used > 0")
-            .bind(user_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.writes.refund.submit(user_id.to_owned()).await
     }
 
     async fn add_to_waitlist(&self, email: &str, source: &str, now: f64) -> StoreResult<()> {

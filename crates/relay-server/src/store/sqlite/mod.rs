@@ -3,6 +3,7 @@
 //! This file opens the pool; `accounts`, `notes` and `ranking` hold the queries of each area.
 
 mod accounts;
+mod batch;
 mod notes;
 mod ranking;
 
@@ -18,6 +19,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/sqlite/migr
 
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// Admissions, refunds and open-mode counts, sent in batches (group commit).
+    writes: super::batch::LegWrites,
 }
 
 impl SqliteStore {
@@ -47,7 +50,10 @@ impl SqliteStore {
         MIGRATOR.run(&pool).await.map_err(|e| {
             anyhow::anyhow!("cannot migrate SQLite database {}: {e}", path.display())
         })?;
-        Ok(Self { pool })
+        Ok(Self {
+            writes: batch::leg_writes(&pool),
+            pool,
+        })
     }
 
     pub fn pool(&self) -> &SqlitePool {
