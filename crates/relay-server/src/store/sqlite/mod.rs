@@ -1,6 +1,11 @@
 //! The SQLite backend: one file, WAL, a busy timeout, migrations embedded and applied at open.
 
+mod bulk;
+mod injection;
+mod note_index;
+
 use std::str::FromStr;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use sqlx::Row;
@@ -18,6 +23,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/sqlite/migr
 
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// Projects' notes in memory for injection, checked against their write version per leg.
+    injection: Arc<injection::Injection>,
 }
 
 impl SqliteStore {
@@ -111,11 +118,20 @@ impl SqliteStore {
         MIGRATOR.run(&pool).await.map_err(|e| {
             anyhow::anyhow!("cannot migrate SQLite database {}: {e}", path.display())
         })?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            injection: injection::Injection::new(),
+        })
     }
 
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// Reads the project into the injection index now, as the first leg after a write starts in
+    /// the background; for callers that time injection with the index in place.
+    pub async fn build_injection_index(&self, user_id: &str, project_id: &str) -> StoreResult<()> {
+        self.injection.build(&self.pool, user_id, project_id).await
     }
 }
 
@@ -583,23 +599,7 @@ impl MemoryStore for SqliteStore {
         query: &str,
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>> {
-        let first = sqlx::query(concat!(
-            "SELECT ",
-            note_columns!(),
-            " FROM notes WHERE user_id = ? AND project_id = ? ORDER BY created_at, seq LIMIT ?"
-        ))
-        .bind(user_id)
-        .bind(project_id)
-        .bind(relevance::fit_probe(budget))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(note_from_row)
-        .collect::<StoreResult<Vec<_>>>()?;
-        match relevance::whole_project(first, budget) {
-            Some(all) => Ok(all),
-            None => self.rank_notes(user_id, project_id, query, budget).await,
-        }
+        self.inject(user_id, project_id, query, budget).await
     }
 
     async fn count_open_leg(&self) -> StoreResult<()> {
