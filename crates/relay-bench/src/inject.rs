@@ -23,6 +23,10 @@ pub struct InjectionResult {
     /// In-process `remember` calls per second while filling the project (one transaction each;
     /// the first `REMEMBER_FILL` notes, the rest go in bulk).
     pub remember_per_sec: f64,
+    /// The same questions by SQL alone (FTS5's bm25), timed before the index is read: the
+    /// path every leg took before the in-memory index, p50 and p99.
+    pub sql_p50_ms: f64,
+    pub sql_p99_ms: f64,
     pub p50_ms: f64,
     pub p90_ms: f64,
     pub p99_ms: f64,
@@ -107,8 +111,11 @@ pub async fn measure_growth(
             filled += chunk.len();
             store.insert_notes_bulk(&chunk).await?;
         }
+        let sql = time_questions(&store, user, questions, time_budget, Way::Sql).await?;
         store.build_injection_index(user, PROJECT).await?;
-        let mut r = time_questions(&store, user, questions, time_budget).await?;
+        let mut r = time_questions(&store, user, questions, time_budget, Way::Index).await?;
+        r.sql_p50_ms = sql.p50_ms;
+        r.sql_p99_ms = sql.p99_ms;
         r.notes = size;
         r.remember_per_sec = remember_per_sec;
         results.push(r);
@@ -117,24 +124,45 @@ pub async fn measure_growth(
     Ok(results)
 }
 
+/// Which way a timed lookup goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Way {
+    Sql,
+    Index,
+}
+
 /// Times `questions` injections into the filled project.
 async fn time_questions(
     store: &SqliteStore,
     user: &str,
     questions: usize,
     time_budget: Duration,
+    way: Way,
 ) -> Result<InjectionResult> {
     // Relay's default budget (`inject_max_notes`, `inject_max_chars`).
     let budget = InjectBudget {
         max_notes: 8,
         max_chars: 6_000,
     };
+    let lookup = |q: &str| {
+        let q = q.to_owned();
+        async move {
+            match way {
+                Way::Sql => {
+                    store
+                        .notes_for_injection_by_sql(user, PROJECT, &q, budget)
+                        .await
+                }
+                Way::Index => store.notes_for_injection(user, PROJECT, &q, budget).await,
+            }
+        }
+    };
     let mut rng = Rng::new(99);
     let asked: Vec<String> = (0..questions).map(|_| question(&mut rng)).collect();
     // Warm the page cache and the statement cache first, as a running server would have them.
     let deadline = Instant::now() + time_budget;
     for q in asked.iter().take(5) {
-        store.notes_for_injection(user, PROJECT, q, budget).await?;
+        lookup(q).await?;
     }
     let mut times = Vec::with_capacity(asked.len());
     let mut injected = 0usize;
@@ -145,7 +173,7 @@ async fn time_questions(
             break;
         }
         let t0 = Instant::now();
-        let got = store.notes_for_injection(user, PROJECT, q, budget).await?;
+        let got = lookup(q).await?;
         times.push(t0.elapsed().as_secs_f64() * 1000.0);
         injected += got.len();
     }
@@ -156,6 +184,8 @@ async fn time_questions(
         questions: measured,
         asked: questions,
         remember_per_sec: f64::NAN,
+        sql_p50_ms: f64::NAN,
+        sql_p99_ms: f64::NAN,
         p50_ms,
         p90_ms,
         p99_ms,

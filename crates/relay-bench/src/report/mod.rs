@@ -245,7 +245,13 @@ impl Report {
                     "Note injection with {} notes ({} questions), p50 / p99 (ms)",
                     inj.notes, inj.questions
                 ),
-                &format!("{} / {}", ms(inj.p50_ms), ms(inj.p99_ms)),
+                &format!(
+                    "{} / {} (by FTS5 bm25 alone: {} / {})",
+                    ms(inj.p50_ms),
+                    ms(inj.p99_ms),
+                    ms(inj.sql_p50_ms),
+                    ms(inj.sql_p99_ms)
+                ),
                 "",
                 "",
                 "",

@@ -10,24 +10,19 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use sqlx::Row;
 use sqlx::sqlite::SqlitePool;
-use sqlx::{Connection, Row, SqliteConnection};
 
+use super::SqliteStore;
 use super::note_index::{
     IndexedRow, ProjectIndex, TableStats, ascii_tokens, decode_averages, stem_is_identity,
 };
-use super::SqliteStore;
+use super::stemmer::Stemmer;
 use crate::store::{InjectBudget, Note, StoreError, StoreResult, relevance};
 
 /// Notes kept in memory over all indexed projects; least recently used projects go first. A
 /// project bigger than this is never indexed and always takes the SQL path.
 const MAX_INDEXED_NOTES: usize = 250_000;
-
-/// Stems remembered; past this the memo starts over (a stem is asked again, never wrong).
-const MAX_STEMS: usize = 200_000;
-
-/// Words stemmed by one statement.
-const STEM_BATCH: usize = 2_000;
 
 type Key = (String, String);
 
@@ -78,9 +73,7 @@ struct Frequencies {
 pub struct Injection {
     projects: Mutex<Projects>,
     frequencies: Mutex<Frequencies>,
-    stems: Mutex<HashMap<String, String>>,
-    /// A private in-memory database whose FTS5 table stems words with the notes' tokenizer.
-    stemmer: tokio::sync::Mutex<Option<SqliteConnection>>,
+    stemmer: Stemmer,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -124,8 +117,7 @@ impl Injection {
         Arc::new(Self {
             projects: Mutex::new(Projects::default()),
             frequencies: Mutex::new(Frequencies::default()),
-            stems: Mutex::new(HashMap::new()),
-            stemmer: tokio::sync::Mutex::new(None),
+            stemmer: Stemmer::default(),
         })
     }
 
@@ -169,7 +161,7 @@ impl Injection {
         let Some(hits) = self.frequencies(pool, &snap.structure, &terms).await? else {
             return Ok(None);
         };
-        let stems = self.stems_of(&terms).await?;
+        let stems = self.stemmer.stems_of(&terms).await?;
         let stemmed: Vec<(String, i64)> = terms
             .iter()
             .zip(hits)
@@ -233,7 +225,12 @@ impl Injection {
     }
 
     /// Reads (user, project) into memory now, replacing what was there.
-    pub async fn build(&self, pool: &SqlitePool, user_id: &str, project_id: &str) -> StoreResult<()> {
+    pub async fn build(
+        &self,
+        pool: &SqlitePool,
+        user_id: &str,
+        project_id: &str,
+    ) -> StoreResult<()> {
         // The version first: rows read after it are at least as new, so the index is never
         // labelled newer than its contents.
         let Some((version, rewritten)) = snapshot(pool, user_id, project_id).await?.version else {
@@ -279,7 +276,7 @@ impl Injection {
             }
             let built = if ascii {
                 let words: Vec<String> = words.into_iter().collect();
-                let stems = self.stems_of(&words).await?;
+                let stems = self.stemmer.stems_of(&words).await?;
                 match (after, held) {
                     (Some(_), Some(ix)) => ProjectIndex::clone(&ix).extended(version, rows, &stems),
                     _ => ProjectIndex::build(version, rewritten, rows, &stems),
@@ -345,9 +342,7 @@ impl Injection {
                 .map(|_| "(SELECT count(*) FROM notes_fts WHERE notes_fts MATCH (? || ''))")
                 .collect::<Vec<_>>()
                 .join(", ");
-            let sql = format!(
-                "SELECT (SELECT block FROM notes_fts_data WHERE id = 10), {counts}"
-            );
+            let sql = format!("SELECT (SELECT block FROM notes_fts_data WHERE id = 10), {counts}");
             // Only placeholders are interpolated; the terms are bound.
             let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
             for t in &missing {
@@ -373,79 +368,6 @@ impl Injection {
         }
         Ok(terms.iter().map(|t| f.hits.get(t).copied()).collect())
     }
-
-    /// The porter stem of each of `words` (single ASCII tokens), as the notes' FTS5 tokenizer
-    /// makes it; words it leaves alone may be missing from the answer.
-    async fn stems_of(&self, words: &[String]) -> StoreResult<HashMap<String, String>> {
-        let mut out = HashMap::new();
-        let mut ask = Vec::new();
-        {
-            let memo = lock(&self.stems);
-            for w in words {
-                match memo.get(w) {
-                    Some(s) => {
-                        out.insert(w.clone(), s.clone());
-                    }
-                    None if stem_is_identity(w) => {}
-                    None => ask.push(w.clone()),
-                }
-            }
-        }
-        if ask.is_empty() {
-            return Ok(out);
-        }
-        let mut guard = self.stemmer.lock().await;
-        if guard.is_none() {
-            let mut c = SqliteConnection::connect("sqlite::memory:").await?;
-            sqlx::raw_sql(
-                "CREATE VIRTUAL TABLE stem USING fts5(w, tokenize = 'porter unicode61');
-                 CREATE VIRTUAL TABLE stem_words USING fts5vocab(stem, 'instance');",
-            )
-            .execute(&mut c)
-            .await?;
-            *guard = Some(c);
-        }
-        let Some(conn) = guard.as_mut() else {
-            return Err(StoreError::Internal("stemmer not open".into()));
-        };
-        for batch in ask.chunks(STEM_BATCH) {
-            sqlx::query("INSERT INTO stem (w) VALUES (?)")
-                .bind(batch.join(" "))
-                .execute(&mut *conn)
-                .await?;
-            let rows = sqlx::query("SELECT term, \"offset\" FROM stem_words")
-                .fetch_all(&mut *conn)
-                .await?;
-            sqlx::query("DELETE FROM stem").execute(&mut *conn).await?;
-            if rows.len() != batch.len() {
-                return Err(StoreError::Internal(format!(
-                    "stemming {} words gave {} tokens",
-                    batch.len(),
-                    rows.len()
-                )));
-            }
-            for r in rows {
-                let term: String = r.try_get("term")?;
-                let at: i64 = r.try_get("offset")?;
-                let word = usize::try_from(at)
-                    .ok()
-                    .and_then(|i| batch.get(i))
-                    .ok_or_else(|| StoreError::Internal("stem offset out of range".into()))?;
-                out.insert(word.clone(), term);
-            }
-        }
-        drop(guard);
-        let mut memo = lock(&self.stems);
-        if memo.len() + ask.len() > MAX_STEMS {
-            memo.clear();
-        }
-        for w in &ask {
-            if let Some(s) = out.get(w) {
-                memo.insert(w.clone(), s.clone());
-            }
-        }
-        Ok(out)
-    }
 }
 
 impl SqliteStore {
@@ -467,12 +389,13 @@ impl SqliteStore {
             // The SQL path answers on its own; it reports the store's failure if there is one.
             Err(e) => tracing::debug!(error = %e, "note index unavailable for this leg"),
         }
-        self.sql_notes_for_injection(user_id, project_id, query, budget)
+        self.notes_for_injection_by_sql(user_id, project_id, query, budget)
             .await
     }
 
-    /// Injection by SQL alone: the oldest notes to see whether the project fits whole, else bm25.
-    async fn sql_notes_for_injection(
+    /// Injection by SQL alone (the oldest notes to see whether the project fits whole, else
+    /// FTS5's bm25), as every leg did before the index: public so benchmarks can time both.
+    pub async fn notes_for_injection_by_sql(
         &self,
         user_id: &str,
         project_id: &str,
@@ -508,8 +431,22 @@ mod tests {
 
     const AREAS: &[&str] = &["billing", "auth", "search", "payments", "ingest", "exports"];
     const WORDS: &[&str] = &[
-        "tests", "testing", "run", "running", "migrations", "migrating", "timeout", "config",
-        "configured", "crates", "handlers", "errors", "retries", "flaky", "database", "locally",
+        "tests",
+        "testing",
+        "run",
+        "running",
+        "migrations",
+        "migrating",
+        "timeout",
+        "config",
+        "configured",
+        "crates",
+        "handlers",
+        "errors",
+        "retries",
+        "flaky",
+        "database",
+        "locally",
     ];
 
     async fn open(dir: &std::path::Path) -> SqliteStore {
@@ -591,7 +528,10 @@ mod tests {
                     .await
                     .unwrap()
                     .expect("the index is current");
-                let slow = store.sql_notes_for_injection("u1", "p", q, b).await.unwrap();
+                let slow = store
+                    .notes_for_injection_by_sql("u1", "p", q, b)
+                    .await
+                    .unwrap();
                 assert_eq!(ids(&fast), ids(&slow), "question {q:?}");
             }
         }
@@ -621,7 +561,14 @@ mod tests {
         let q = "zebracorn deployment";
         let before = a.notes_for_injection("u1", "p", q, budget(8, 6_000)).await;
         assert!(before.unwrap().is_empty());
-        remember(&b, "u1", "p", "The zebracorn deployment runs on Fridays.", 2.0).await;
+        remember(
+            &b,
+            "u1",
+            "p",
+            "The zebracorn deployment runs on Fridays.",
+            2.0,
+        )
+        .await;
         // A's index is stale now: the next leg must not answer from it.
         let from_index = a
             .injection
@@ -629,12 +576,18 @@ mod tests {
             .await
             .unwrap();
         assert!(from_index.is_none());
-        let after = a.notes_for_injection("u1", "p", q, budget(8, 6_000)).await.unwrap();
+        let after = a
+            .notes_for_injection("u1", "p", q, budget(8, 6_000))
+            .await
+            .unwrap();
         assert_eq!(after.len(), 1);
         // Deleting the project through B is seen too, once A has rebuilt.
         a.build_injection_index("u1", "p").await.unwrap();
         b.delete_note("u1", &after[0].id).await.unwrap();
-        let gone = a.notes_for_injection("u1", "p", q, budget(8, 6_000)).await.unwrap();
+        let gone = a
+            .notes_for_injection("u1", "p", q, budget(8, 6_000))
+            .await
+            .unwrap();
         assert!(gone.is_empty());
     }
 }

@@ -3,6 +3,7 @@
 mod bulk;
 mod injection;
 mod note_index;
+mod stemmer;
 
 use std::str::FromStr;
 use std::sync::Arc;

@@ -197,12 +197,7 @@ impl ProjectIndex {
         let mut candidates: Vec<u32> = Vec::new();
         let lists: Vec<(&[u32], Option<u32>)> = stems
             .iter()
-            .map(|(s, _)| {
-                (
-                    self.holding(s),
-                    self.stem_ids.get(s.as_str()).copied(),
-                )
-            })
+            .map(|(s, _)| (self.holding(s), self.stem_ids.get(s.as_str()).copied()))
             .collect();
         for (list, _) in &lists {
             candidates.extend_from_slice(&list[list.len().saturating_sub(window)..]);
@@ -264,9 +259,9 @@ pub fn decode_averages(block: &[u8]) -> Option<TableStats> {
         at += used;
     }
     let (rows, columns) = values.split_first()?;
-    let tokens = columns.iter().try_fold(0i64, |acc, v| {
-        acc.checked_add(i64::try_from(*v).ok()?)
-    })?;
+    let tokens = columns
+        .iter()
+        .try_fold(0i64, |acc, v| acc.checked_add(i64::try_from(*v).ok()?))?;
     Some(TableStats {
         rows: i64::try_from(*rows).ok()?,
         tokens,
