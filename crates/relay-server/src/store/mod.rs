@@ -5,7 +5,9 @@
 
 pub mod postgres;
 pub mod relevance;
+mod rows;
 pub mod sqlite;
+mod text;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,35 +39,10 @@ impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
         match &e {
             sqlx::Error::Database(db) if db.is_unique_violation() => Self::Conflict("unique"),
-            // PostgreSQL names its errors by SQLSTATE: only the server going away or running out
-            // of room is worth a retry; anything else (a syntax error, a broken constraint) is a bug
-            // and must not hide behind a 503. Other databases' errors keep the catch-all below.
-            sqlx::Error::Database(db)
-                if db
-                    .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
-                    .is_some() =>
-            {
-                let code = db.code().unwrap_or_default();
-                // 22021: a byte sequence invalid in the encoding (a NUL character in text);
-                // 22P05: a character the encoding cannot represent.
-                if code == "22021" || code == "22P05" {
-                    return Self::Unstorable(e.to_string());
-                }
-                let retryable = code.starts_with("08") // connection exception
-                    || code.starts_with("53") // insufficient resources: too many connections, disk full
-                    || code.starts_with("57P") // admin/crash shutdown, cannot connect now
-                    || code.starts_with("58") // system error (I/O)
-                    || code == "57014" // query cancelled (statement timeout)
-                    || code == "40001" // serialization failure
-                    || code == "40P01" // deadlock detected
-                    || code == "55P03" // lock not available
-                    || code == "25006"; // read-only transaction: a standby after failover
-                if retryable {
-                    Self::Unavailable(e.to_string())
-                } else {
-                    Self::Internal(e.to_string())
-                }
-            }
+            // Each database names its errors its own way: PostgreSQL's SQLSTATE codes are read by
+            // its backend; another database's errors count as unavailable, as the catch-all does.
+            sqlx::Error::Database(db) => postgres::classify(db.as_ref(), e.to_string())
+                .unwrap_or_else(|| Self::Unavailable(e.to_string())),
             sqlx::Error::ColumnDecode { .. }
             | sqlx::Error::ColumnNotFound(_)
             | sqlx::Error::ColumnIndexOutOfBounds { .. }

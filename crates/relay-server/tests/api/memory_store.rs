@@ -1,5 +1,5 @@
 //! The memory store under failure (503 shapes, recovery). Relevance ranking for injection is a
-//! store scenario, tested once against both backends in `tests/store_conformance.rs`.
+//! store scenario, tested once against both backends in `tests/store/`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,9 @@
 //! Many new notes in one transaction: for filling large benchmark projects fast (one `remember`
 //! transaction each would take most of a minute for 100,000 notes).
 
-use super::{SqliteStore, norm_hash, scope_token};
+use super::SqliteStore;
+use super::ranking::scope_token;
+use crate::store::text::norm_hash;
 use crate::store::{NewNote, StoreError, StoreResult, note_id};
 
 impl SqliteStore {

@@ -18,13 +18,23 @@ use super::note_index::{
     IndexedRow, ProjectIndex, TableStats, ascii_tokens, decode_averages, stem_is_identity,
 };
 use super::stemmer::Stemmer;
-use crate::store::{InjectBudget, Note, StoreError, StoreResult, relevance};
+use crate::store::rows::{self, NoteRow, note_columns};
+use crate::store::{InjectBudget, Note, StoreResult, relevance};
 
 /// Notes kept in memory over all indexed projects; least recently used projects go first. A
 /// project bigger than this is never indexed and always takes the SQL path.
 const MAX_INDEXED_NOTES: usize = 250_000;
 
 type Key = (String, String);
+
+/// A note row with what the index orders by.
+#[derive(sqlx::FromRow)]
+struct IndexRow {
+    pk: i64,
+    seq: i64,
+    #[sqlx(flatten)]
+    note: NoteRow,
+}
 
 enum Slot {
     Ready(Arc<ProjectIndex>),
@@ -243,7 +253,7 @@ impl Injection {
             .as_ref()
             .filter(|ix| ix.rewritten == rewritten && ix.version <= version)
             .map(|ix| ix.last_pk());
-        let rows = sqlx::query(
+        let rows: Vec<IndexRow> = sqlx::query_as(
             "SELECT pk, seq, id, project_id, note, author, mem_type, created_at
              FROM notes WHERE user_id = ? AND project_id = ? AND pk > ?",
         )
@@ -256,16 +266,14 @@ impl Injection {
         let slot = if total > MAX_INDEXED_NOTES {
             Slot::Unindexed(version)
         } else {
-            let rows = rows
-                .iter()
-                .map(|r| {
-                    Ok(IndexedRow {
-                        pk: r.try_get("pk")?,
-                        seq: r.try_get("seq")?,
-                        note: super::note_from_row(r)?,
-                    })
+            let rows: Vec<IndexedRow> = rows
+                .into_iter()
+                .map(|r| IndexedRow {
+                    pk: r.pk,
+                    seq: r.seq,
+                    note: r.note.into(),
                 })
-                .collect::<StoreResult<Vec<_>>>()?;
+                .collect();
             let mut words: HashSet<String> = HashSet::new();
             let mut ascii = true;
             for r in &rows {
@@ -402,19 +410,17 @@ impl SqliteStore {
         query: &str,
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>> {
-        let first = sqlx::query(
-            "SELECT id, project_id, note, author, mem_type, created_at
-             FROM notes WHERE user_id = ? AND project_id = ? ORDER BY created_at, seq LIMIT ?",
-        )
+        let first: Vec<NoteRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            note_columns!(),
+            " FROM notes WHERE user_id = ? AND project_id = ? ORDER BY created_at, seq LIMIT ?"
+        ))
         .bind(user_id)
         .bind(project_id)
         .bind(relevance::fit_probe(budget))
         .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(super::note_from_row)
-        .collect::<StoreResult<Vec<_>>>()?;
-        match relevance::whole_project(first, budget) {
+        .await?;
+        match relevance::whole_project(rows::notes(first), budget) {
             Some(all) => Ok(all),
             None => self.rank_notes(user_id, project_id, query, budget).await,
         }

@@ -1,0 +1,49 @@
+//! PostgreSQL's full-text ranking of a project's notes for injection (`ts_rank` over the
+//! generated `search` column).
+
+use super::PgStore;
+use crate::store::rows::{self, RankedRow};
+use crate::store::{InjectBudget, Note, StoreResult, relevance};
+
+impl PgStore {
+    /// The project's notes most relevant to `query` by ts_rank, within `budget`; ranked among the
+    /// newest `CANDIDATE_WINDOW` matches, as the SQLite backend does.
+    pub(super) async fn rank_notes(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        query: &str,
+        budget: InjectBudget,
+    ) -> StoreResult<Vec<Note>> {
+        let terms = relevance::query_terms(query);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Each term is its own plainto_tsquery (stemmed like the notes, stopwords dropped) and the
+        // terms are ORed by the migration's aggregate: user text is bound as data and never parsed
+        // as tsquery syntax. ts_rank with normalisation 1 divides by the log of the note's length,
+        // as bm25 discounts long notes in the SQLite backend; ties go to the newest.
+        let rows: Vec<RankedRow> = sqlx::query_as(
+            "SELECT w.id, w.project_id, w.note, w.author, w.mem_type, w.created_at,
+                    ts_rank(w.search, w.query, 1)::float8 AS score
+             FROM (SELECT n.id, n.project_id, n.note, n.author, n.mem_type, n.created_at, n.seq,
+                          n.search, q.query
+                   FROM notes n,
+                        (SELECT relay_tsquery_or(plainto_tsquery('english', term)) AS query
+                         FROM unnest($3::text[]) AS term) AS q
+                   WHERE n.user_id = $1 AND n.project_id = $2 AND n.search @@ q.query
+                   ORDER BY n.created_at DESC, n.seq DESC
+                   LIMIT $4) AS w
+             ORDER BY score DESC, w.created_at DESC, w.seq DESC
+             LIMIT $5",
+        )
+        .bind(user_id)
+        .bind(project_id)
+        .bind(&terms)
+        .bind(relevance::CANDIDATE_WINDOW)
+        .bind(relevance::ranked_rows(budget))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(relevance::select(rows::ranked(rows), budget))
+    }
+}

@@ -1,0 +1,107 @@
+//! Row mapping shared by every backend: one `sqlx::FromRow` struct per shape a query returns,
+//! read by column name, so the SQL stays per dialect while the mapping is written once.
+
+use super::{Note, StoreError, StoreResult, User};
+use crate::domain::Role;
+
+/// The columns `UserRow` reads, spliced into queries at compile time.
+macro_rules! user_columns {
+    () => {
+        "id, email, role, quota_limit, used, created_at"
+    };
+}
+pub(crate) use user_columns;
+
+/// The columns `NoteRow` reads, spliced into queries at compile time.
+macro_rules! note_columns {
+    () => {
+        "id, project_id, note, author, mem_type, created_at"
+    };
+}
+pub(crate) use note_columns;
+
+/// An account row; the role is checked when it becomes a `User`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct UserRow {
+    id: String,
+    email: String,
+    role: String,
+    quota_limit: i64,
+    used: i64,
+    created_at: f64,
+}
+
+impl TryFrom<UserRow> for User {
+    type Error = StoreError;
+
+    fn try_from(row: UserRow) -> StoreResult<Self> {
+        Ok(Self {
+            id: row.id,
+            email: row.email,
+            role: Role::parse(&row.role).map_err(StoreError::Internal)?,
+            limit: row.quota_limit,
+            used: row.used,
+            created_at: row.created_at,
+        })
+    }
+}
+
+/// An account row and its password hash, for sign-in.
+#[derive(sqlx::FromRow)]
+pub(crate) struct UserWithHashRow {
+    #[sqlx(flatten)]
+    pub user: UserRow,
+    pub password_hash: String,
+}
+
+/// Maps an optional account row, as `fetch_optional` gives it.
+pub(crate) fn user(row: Option<UserRow>) -> StoreResult<Option<User>> {
+    row.map(User::try_from).transpose()
+}
+
+/// Maps account rows, as `fetch_all` gives them.
+pub(crate) fn users(rows: Vec<UserRow>) -> StoreResult<Vec<User>> {
+    rows.into_iter().map(User::try_from).collect()
+}
+
+/// A note row.
+#[derive(sqlx::FromRow)]
+pub(crate) struct NoteRow {
+    id: String,
+    project_id: String,
+    note: String,
+    author: String,
+    mem_type: String,
+    created_at: f64,
+}
+
+impl From<NoteRow> for Note {
+    fn from(row: NoteRow) -> Self {
+        Self {
+            id: row.id,
+            project_id: row.project_id,
+            note: row.note,
+            author: row.author,
+            mem_type: row.mem_type,
+            created_at: row.created_at,
+        }
+    }
+}
+
+/// A note row with its relevance score, as the ranking queries return it.
+#[derive(sqlx::FromRow)]
+pub(crate) struct RankedRow {
+    #[sqlx(flatten)]
+    pub note: NoteRow,
+    pub score: f64,
+}
+
+/// Maps note rows, as `fetch_all` gives them.
+pub(crate) fn notes(rows: Vec<NoteRow>) -> Vec<Note> {
+    rows.into_iter().map(Note::from).collect()
+}
+
+/// Maps ranked rows to (note, score) pairs.
+pub(crate) fn ranked(rows: Vec<RankedRow>) -> Vec<(Note, f64)> {
+    rows.into_iter().map(|r| (r.note.into(), r.score)).collect()
+}

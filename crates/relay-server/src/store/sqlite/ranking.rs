@@ -1,0 +1,76 @@
+//! SQLite's full-text ranking of a project's notes for injection (FTS5 and bm25), and the scope
+//! token that keeps each project's postings apart in the index.
+
+use super::SqliteStore;
+use crate::store::rows::{self, RankedRow};
+use crate::store::{InjectBudget, Note, StoreResult, relevance};
+
+impl SqliteStore {
+    /// The project's notes most relevant to `query` by bm25, within `budget`.
+    ///
+    /// The full-text search is the outer loop and ranks on its own (bm25 over the window of the
+    /// newest `CANDIDATE_WINDOW` matches, best 64 kept) before any note row is read: joining first
+    /// let the planner run the MATCH once per note of the project, which measured 271 ms per leg
+    /// with 2,000 notes (relay-bench inject) instead of about a millisecond.
+    pub(super) async fn rank_notes(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        query: &str,
+        budget: InjectBudget,
+    ) -> StoreResult<Vec<Note>> {
+        let terms = relevance::query_terms(query);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Every term is quoted, so nothing a user types is FTS5 syntax.
+        let any_term = terms
+            .iter()
+            .map(|t| format!("\"{t}\""))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let fts_query = format!(
+            "scope : {} AND note : ({any_term})",
+            scope_token(user_id, project_id)
+        );
+        // `MATCH (? || '')`, not `MATCH ?`: FTS5 looks at a bare parameter while planning, which
+        // marks the statement to be compiled again whenever that parameter is bound, that is on
+        // every leg (perf showed sqlite3Reprepare under this query). An expression keeps the
+        // cached plan. For the same reason the window and the row count are written into the
+        // text rather than bound: the text stays the same for the life of the process, so the
+        // statement is still prepared once.
+        let sql = format!(
+            "SELECT n.id, n.project_id, n.note, n.author, n.mem_type, n.created_at, hits.score
+             FROM (SELECT rowid AS pk, -bm25(notes_fts, 1.0, 0.0) AS score
+                   FROM notes_fts
+                   WHERE notes_fts MATCH (? || '')
+                     AND rowid >= coalesce((SELECT rowid FROM notes_fts
+                                            WHERE notes_fts MATCH (? || '')
+                                            ORDER BY rowid DESC LIMIT 1 OFFSET {}), 0)
+                   ORDER BY score DESC, rowid DESC
+                   LIMIT {}) AS hits
+             CROSS JOIN notes n ON n.pk = hits.pk
+             WHERE n.user_id = ? AND n.project_id = ?
+             ORDER BY hits.score DESC, n.created_at DESC, n.seq DESC",
+            relevance::CANDIDATE_WINDOW - 1,
+            relevance::ranked_rows(budget)
+        );
+        // Only two integers of our own are interpolated; user text is bound.
+        let rows: Vec<RankedRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(&fts_query)
+            .bind(&fts_query)
+            .bind(user_id)
+            .bind(project_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(relevance::select(rows::ranked(rows), budget))
+    }
+}
+
+/// The full-text row of a note carries a token naming its (user, project), so a search reads only
+/// that project's postings instead of filtering every user's matches afterwards.
+pub(super) fn scope_token(user_id: &str, project_id: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{user_id}#{project_id}").as_bytes());
+    format!("s{}", hex::encode(&digest[..12]))
+}
