@@ -20,8 +20,13 @@ pub struct InjectionResult {
     /// Questions timed; fewer than `asked` when the time budget ran out.
     pub questions: usize,
     pub asked: usize,
-    /// In-process `remember` calls per second while filling the project (one transaction each).
+    /// In-process `remember` calls per second while filling the project (one transaction each;
+    /// the first `REMEMBER_FILL` notes, the rest go in bulk).
     pub remember_per_sec: f64,
+    /// The same questions by SQL alone (FTS5's bm25), timed before the index is read: the
+    /// path every leg took before the in-memory index, p50 and p99.
+    pub sql_p50_ms: f64,
+    pub sql_p99_ms: f64,
     pub p50_ms: f64,
     pub p90_ms: f64,
     pub p99_ms: f64,
@@ -29,6 +34,14 @@ pub struct InjectionResult {
     /// Notes injected per question on average (the budget allows 8): shows the lookups matched.
     pub mean_injected: f64,
 }
+
+/// Notes filled through `remember` (one transaction each, the server's own write path); past this
+/// the project grows by `insert_notes_bulk`, thousands of notes a transaction, so 100,000 notes
+/// take seconds instead of most of a minute.
+const REMEMBER_FILL: usize = 10_000;
+
+/// Notes a bulk transaction carries.
+const BULK_CHUNK: usize = 5_000;
 
 /// Fills a fresh store under `dir` with `notes` notes and times `questions` injections, or as many
 /// as `time_budget` allows.
@@ -38,6 +51,22 @@ pub async fn measure(
     questions: usize,
     time_budget: Duration,
 ) -> Result<InjectionResult> {
+    measure_growth(dir, &[notes], questions, time_budget)
+        .await?
+        .pop()
+        .ok_or_else(|| anyhow::anyhow!("no injection measured"))
+}
+
+/// Grows one project in a fresh store under `dir` to each of `sizes` in turn (ascending) and
+/// times the same `questions` at each size: how injection's cost grows with the project. Before
+/// timing, the project's note index is read, as the first leg after a write starts it in a
+/// running server.
+pub async fn measure_growth(
+    dir: &Path,
+    sizes: &[usize],
+    questions: usize,
+    time_budget: Duration,
+) -> Result<Vec<InjectionResult>> {
     let url = format!("sqlite://{}", dir.join("inject.db").display());
     // The server's defaults (`[memory]`): 8 connections, 5 s busy timeout.
     let store = SqliteStore::open(
@@ -51,32 +80,89 @@ pub async fn measure(
     let user = "u_bench";
     let project = ProjectId::parse(PROJECT).map_err(anyhow::Error::msg)?;
     let mut rng = Rng::new(42);
-    let filling = Instant::now();
-    for i in 0..notes {
-        let text = NoteText::parse(&note(&mut rng, i), "note").map_err(anyhow::Error::msg)?;
-        store
-            .remember(NewNote {
-                user_id: user.into(),
-                project_id: project.clone(),
-                text,
-                author: "user".into(),
-                mem_type: "note".into(),
-                created_at: 1_700_000_000.0 + i as f64,
-            })
-            .await?;
+    let new_note = |rng: &mut Rng, i: usize| -> Result<NewNote> {
+        Ok(NewNote {
+            user_id: user.into(),
+            project_id: project.clone(),
+            text: NoteText::parse(&note(rng, i), "note").map_err(anyhow::Error::msg)?,
+            author: "user".into(),
+            mem_type: "note".into(),
+            created_at: 1_700_000_000.0 + i as f64,
+        })
+    };
+    let mut filled = 0usize;
+    let mut remember_per_sec = f64::NAN;
+    let mut results = Vec::new();
+    for &size in sizes {
+        let by_remember = size.min(REMEMBER_FILL);
+        if filled < by_remember {
+            let filling = Instant::now();
+            let from = filled;
+            while filled < by_remember {
+                store.remember(new_note(&mut rng, filled)?).await?;
+                filled += 1;
+            }
+            remember_per_sec = (filled - from) as f64 / filling.elapsed().as_secs_f64();
+        }
+        while filled < size {
+            let chunk = (filled..size.min(filled + BULK_CHUNK))
+                .map(|i| new_note(&mut rng, i))
+                .collect::<Result<Vec<_>>>()?;
+            filled += chunk.len();
+            store.insert_notes_bulk(&chunk).await?;
+        }
+        let sql = time_questions(&store, user, questions, time_budget, Way::Sql).await?;
+        store.build_injection_index(user, PROJECT).await?;
+        let mut r = time_questions(&store, user, questions, time_budget, Way::Index).await?;
+        r.sql_p50_ms = sql.p50_ms;
+        r.sql_p99_ms = sql.p99_ms;
+        r.notes = size;
+        r.remember_per_sec = remember_per_sec;
+        results.push(r);
     }
-    let remember_per_sec = notes as f64 / filling.elapsed().as_secs_f64();
+    store.pool().close().await;
+    Ok(results)
+}
+
+/// Which way a timed lookup goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Way {
+    Sql,
+    Index,
+}
+
+/// Times `questions` injections into the filled project.
+async fn time_questions(
+    store: &SqliteStore,
+    user: &str,
+    questions: usize,
+    time_budget: Duration,
+    way: Way,
+) -> Result<InjectionResult> {
     // Relay's default budget (`inject_max_notes`, `inject_max_chars`).
     let budget = InjectBudget {
         max_notes: 8,
         max_chars: 6_000,
+    };
+    let lookup = |q: &str| {
+        let q = q.to_owned();
+        async move {
+            match way {
+                Way::Sql => {
+                    store
+                        .notes_for_injection_by_sql(user, PROJECT, &q, budget)
+                        .await
+                }
+                Way::Index => store.notes_for_injection(user, PROJECT, &q, budget).await,
+            }
+        }
     };
     let mut rng = Rng::new(99);
     let asked: Vec<String> = (0..questions).map(|_| question(&mut rng)).collect();
     // Warm the page cache and the statement cache first, as a running server would have them.
     let deadline = Instant::now() + time_budget;
     for q in asked.iter().take(5) {
-        store.notes_for_injection(user, PROJECT, q, budget).await?;
+        lookup(q).await?;
     }
     let mut times = Vec::with_capacity(asked.len());
     let mut injected = 0usize;
@@ -87,18 +173,19 @@ pub async fn measure(
             break;
         }
         let t0 = Instant::now();
-        let got = store.notes_for_injection(user, PROJECT, q, budget).await?;
+        let got = lookup(q).await?;
         times.push(t0.elapsed().as_secs_f64() * 1000.0);
         injected += got.len();
     }
     let measured = times.len();
     let (p50_ms, p90_ms, p99_ms, max_ms) = summarize(&mut times);
-    store.pool().close().await;
     Ok(InjectionResult {
-        notes,
+        notes: 0,
         questions: measured,
         asked: questions,
-        remember_per_sec,
+        remember_per_sec: f64::NAN,
+        sql_p50_ms: f64::NAN,
+        sql_p99_ms: f64::NAN,
         p50_ms,
         p90_ms,
         p99_ms,

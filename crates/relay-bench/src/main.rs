@@ -50,8 +50,9 @@ enum Command {
     },
     /// Only the in-process note injection measurement.
     Inject {
-        #[arg(long, default_value_t = 10_000)]
-        notes: usize,
+        /// Project sizes, comma-separated and ascending: one store grows through them in turn.
+        #[arg(long, value_delimiter = ',', default_value = "10000")]
+        notes: Vec<usize>,
         #[arg(long, default_value_t = 1_000)]
         questions: usize,
         /// Keep the database in this directory (default: a temporary one).
@@ -116,9 +117,9 @@ fn real_main() -> Result<ExitCode> {
             .build()?;
         let temp = tempfile::tempdir()?;
         let dir = dir.as_deref().unwrap_or(temp.path());
-        let r = runtime.block_on(relay_bench::inject::measure(
+        let r = runtime.block_on(relay_bench::inject::measure_growth(
             dir,
-            *notes,
+            notes,
             *questions,
             Duration::from_secs(600),
         ))?;

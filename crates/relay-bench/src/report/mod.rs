@@ -63,7 +63,8 @@ pub struct Report {
     pub suggest: LoadResult,
     pub suggest_rate: u32,
     pub streams: StreamsResult,
-    pub injection: InjectionResult,
+    /// Note injection at each project size timed, smallest first (one store grown in steps).
+    pub injection: Vec<InjectionResult>,
     pub caveats: Vec<String>,
 }
 
@@ -119,7 +120,12 @@ impl Report {
         if self.streams.opened == 0 || self.streams.rss_open_kib == 0 {
             missing.push("open streams");
         }
-        if self.injection.questions == 0 || !num(self.injection.p99_ms) {
+        if self.injection.is_empty()
+            || self
+                .injection
+                .iter()
+                .any(|inj| inj.questions == 0 || !num(inj.p99_ms))
+        {
             missing.push("injection");
         }
         if self.notes_per_leg == 0 {
@@ -227,20 +233,33 @@ impl Report {
             "≤ 30 KB",
             (s.opened > 0).then_some(s.bytes_per_stream <= 30_000.0),
         );
-        let inj = &self.injection;
-        t.row(
-            &format!(
-                "Note injection with {} notes ({} questions), p50 / p99 (ms)",
-                inj.notes, inj.questions
-            ),
-            &format!("{} / {}", ms(inj.p50_ms), ms(inj.p99_ms)),
-            "",
-            "",
-            "",
-            "",
-            "p99 ≤ 2 ms",
-            Some(inj.p99_ms <= 2.0),
-        );
+        for inj in &self.injection {
+            // Issue 17's targets: 1 ms at 10,000 notes, 5 ms at 100,000 (how cost grows).
+            let limit = match inj.notes {
+                10_000 => Some(1.0),
+                n if n >= 100_000 => Some(5.0),
+                _ => None,
+            };
+            t.row(
+                &format!(
+                    "Note injection with {} notes ({} questions), p50 / p99 (ms)",
+                    inj.notes, inj.questions
+                ),
+                &format!(
+                    "{} / {} (by FTS5 bm25 alone: {} / {})",
+                    ms(inj.p50_ms),
+                    ms(inj.p99_ms),
+                    ms(inj.sql_p50_ms),
+                    ms(inj.sql_p99_ms)
+                ),
+                "",
+                "",
+                "",
+                "",
+                &limit.map(|l| format!("p99 ≤ {l} ms")).unwrap_or_default(),
+                limit.map(|l| inj.p99_ms <= l),
+            );
+        }
         t.row(
             &format!(
                 "Suggestion from history ({} recent lines) at {}/s, p50 / p99 (ms)",
@@ -375,7 +394,12 @@ impl Report {
         );
         t.row(
             "Note store fill, in-process remember (notes/s)",
-            &format!("{:.0}", inj.remember_per_sec),
+            &format!(
+                "{:.0}",
+                self.injection
+                    .first()
+                    .map_or(f64::NAN, |inj| inj.remember_per_sec)
+            ),
             "",
             "",
             "",

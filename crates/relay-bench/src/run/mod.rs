@@ -38,7 +38,8 @@ pub struct Scale {
     /// Notes seeded into the benchmark project through the API.
     pub seed_notes: usize,
     pub streams: usize,
-    pub inject_notes: usize,
+    /// Project sizes injection is timed at, in one store grown from the first to the last.
+    pub inject_notes: Vec<usize>,
     pub inject_questions: usize,
     /// Injection timing stops after this long (a slow lookup would otherwise take hours).
     pub inject_budget_secs: f64,
@@ -63,7 +64,7 @@ impl Scale {
             step_secs: 5.0,
             seed_notes: 300,
             streams: 10_000,
-            inject_notes: 10_000,
+            inject_notes: vec![1_000, 10_000, 100_000],
             inject_questions: 1_000,
             inject_budget_secs: 60.0,
             memory_secs: 5.0,
@@ -85,7 +86,7 @@ impl Scale {
             step_secs: 1.0,
             seed_notes: 20,
             streams: 200,
-            inject_notes: 500,
+            inject_notes: vec![100, 500, 2_000],
             inject_questions: 50,
             inject_budget_secs: 10.0,
             memory_secs: 1.0,
@@ -291,21 +292,23 @@ pub async fn run(opts: &Options) -> Result<Report> {
     relay.stop().await?;
 
     eprintln!(
-        "relay-bench: note injection with {} notes, in-process",
+        "relay-bench: note injection with {:?} notes, in-process",
         scale.inject_notes
     );
-    report.injection = crate::inject::measure(
+    report.injection = crate::inject::measure_growth(
         dir.path(),
-        scale.inject_notes,
+        &scale.inject_notes,
         scale.inject_questions,
         secs(scale.inject_budget_secs),
     )
     .await?;
-    if report.injection.questions < report.injection.asked {
-        report.caveats.push(format!(
-            "Note injection: only {} of {} questions were timed within the {:.0} s budget; the percentiles are over those.",
-            report.injection.questions, report.injection.asked, scale.inject_budget_secs
-        ));
+    for inj in &report.injection {
+        if inj.questions < inj.asked {
+            report.caveats.push(format!(
+                "Note injection with {} notes: only {} of {} questions were timed within the {:.0} s budget; the percentiles are over those.",
+                inj.notes, inj.questions, inj.asked, scale.inject_budget_secs
+            ));
+        }
     }
     // LiteLLM last: it is the stage most likely to fail, and every figure of Relay's is in by then.
     match &opts.litellm {

@@ -7,13 +7,19 @@ mod batch;
 mod notes;
 mod ranking;
 
+mod bulk;
+mod injection;
+mod note_index;
+mod stemmer;
+
 use std::str::FromStr;
+use std::sync::Arc;
 
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use super::StoreOptions;
+use super::{StoreOptions, StoreResult};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/sqlite/migrations");
 
@@ -21,6 +27,8 @@ pub struct SqliteStore {
     pool: SqlitePool,
     /// Admissions, refunds and open-mode counts, sent in batches (group commit).
     writes: super::batch::LegWrites,
+    /// Projects' notes in memory for injection, checked against their write version per leg.
+    injection: Arc<injection::Injection>,
 }
 
 impl SqliteStore {
@@ -53,10 +61,17 @@ impl SqliteStore {
         Ok(Self {
             writes: batch::leg_writes(&pool),
             pool,
+            injection: injection::Injection::new(),
         })
     }
 
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// Reads the project into the injection index now, as the first leg after a write starts in
+    /// the background; for callers that time injection with the index in place.
+    pub async fn build_injection_index(&self, user_id: &str, project_id: &str) -> StoreResult<()> {
+        self.injection.build(&self.pool, user_id, project_id).await
     }
 }

@@ -10,7 +10,6 @@ use crate::store::rows::{self, NoteRow, note_columns};
 use crate::store::text::{folds_to, norm_hash};
 use crate::store::{
     AuthStore, InjectBudget, MemoryStore, NewNote, Note, Remembered, StoreResult, note_id,
-    relevance,
 };
 
 /// An edited note and its row key, which names its full-text row.
@@ -238,20 +237,7 @@ impl MemoryStore for SqliteStore {
         query: &str,
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>> {
-        let first: Vec<NoteRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            note_columns!(),
-            " FROM notes WHERE user_id = ? AND project_id = ? ORDER BY created_at, seq LIMIT ?"
-        ))
-        .bind(user_id)
-        .bind(project_id)
-        .bind(relevance::fit_probe(budget))
-        .fetch_all(&self.pool)
-        .await?;
-        match relevance::whole_project(rows::notes(first), budget) {
-            Some(all) => Ok(all),
-            None => self.rank_notes(user_id, project_id, query, budget).await,
-        }
+        self.inject(user_id, project_id, query, budget).await
     }
 
     async fn count_open_leg(&self) -> StoreResult<()> {
