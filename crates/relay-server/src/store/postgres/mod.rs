@@ -2,9 +2,10 @@
 //!
 //! Every rule that must hold across instances is enforced by PostgreSQL itself, never by process
 //! memory: quota admission is one conditional `UPDATE`; note ids come from a counter row whose lock
-//! serialises writers of a project; sessions are read on every request; migrations run under the
-//! advisory lock sqlx's PostgreSQL migrator takes (`pg_advisory_lock` in
-//! `sqlx-postgres/src/migrate.rs`, `Migrate::lock`), so instances that start together migrate once.
+//! serialises writers of a project; sessions are cached per instance only while a listener hears
+//! every change to them (`store::auth_cache`); migrations run under the advisory lock sqlx's
+//! PostgreSQL migrator takes (`pg_advisory_lock` in `sqlx-postgres/src/migrate.rs`,
+//! `Migrate::lock`), so instances that start together migrate once.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -284,10 +285,11 @@ impl AuthStore for PgStore {
         Ok(())
     }
 
-    async fn session_user(&self, token_hash: &str, now: f64) -> StoreResult<Option<User>> {
-        // Read on every request, never cached: a signout on any instance ends the session here.
+    async fn session(&self, token_hash: &str, now: f64) -> StoreResult<Option<(User, f64)>> {
+        // Cached per instance in front (`auth_cache`); every change that must end a cached session
+        // notifies (migration 0017), so a signout on any instance ends the session everywhere.
         let row = sqlx::query(
-            "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at
+            "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at, s.expires_at
              FROM sessions s JOIN users u ON u.id = s.user_id
              WHERE s.token_hash = $1 AND s.expires_at > $2",
         )
@@ -295,7 +297,8 @@ impl AuthStore for PgStore {
         .bind(now)
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(user_from_row).transpose()
+        row.map(|r| Ok((user_from_row(&r)?, r.try_get("expires_at")?)))
+            .transpose()
     }
 
     async fn delete_session(&self, token_hash: &str) -> StoreResult<()> {

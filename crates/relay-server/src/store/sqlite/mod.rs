@@ -252,9 +252,9 @@ impl AuthStore for SqliteStore {
         Ok(())
     }
 
-    async fn session_user(&self, token_hash: &str, now: f64) -> StoreResult<Option<User>> {
+    async fn session(&self, token_hash: &str, now: f64) -> StoreResult<Option<(User, f64)>> {
         let row = sqlx::query(
-            "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at
+            "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at, s.expires_at
              FROM sessions s JOIN users u ON u.id = s.user_id
              WHERE s.token_hash = ? AND s.expires_at > ?",
         )
@@ -262,7 +262,8 @@ impl AuthStore for SqliteStore {
         .bind(now)
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(user_from_row).transpose()
+        row.map(|r| Ok((user_from_row(&r)?, r.try_get("expires_at")?)))
+            .transpose()
     }
 
     async fn delete_session(&self, token_hash: &str) -> StoreResult<()> {
