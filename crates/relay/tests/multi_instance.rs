@@ -449,7 +449,10 @@ async fn changes_reach_the_next_request(config: &Path, a: &str, b: &str) {
 
     // The admin endpoint through A takes it back; B sees it at once.
     let url = format!("{a}/v1/admin/users/bob@example.com");
-    assert_eq!(status(&client, reqwest::Method::PATCH, url, &root).await, 200);
+    assert_eq!(
+        status(&client, reqwest::Method::PATCH, url, &root).await,
+        200
+    );
     assert_eq!(admin(&client, b, &bob2).await, 403, "B after PATCH on A");
     assert_eq!(admin(&client, a, &bob2).await, 403, "A after PATCH on A");
 
@@ -460,7 +463,10 @@ async fn changes_reach_the_next_request(config: &Path, a: &str, b: &str) {
 
     // The admin endpoint's delete through B: A refuses Bob's last session at once.
     let url = format!("{b}/v1/admin/users/bob@example.com");
-    assert_eq!(status(&client, reqwest::Method::DELETE, url, &root).await, 200);
+    assert_eq!(
+        status(&client, reqwest::Method::DELETE, url, &root).await,
+        200
+    );
     assert_eq!(notes(&client, a, &bob2).await, 401, "A after DELETE on B");
     assert_eq!(notes(&client, b, &bob2).await, 401, "B after DELETE on B");
     assert_eq!(notes(&client, a, &root).await, 200, "other accounts stay");

@@ -427,7 +427,11 @@ async fn set_used_in_store(app: &TestApp, email: &str, used: i64) {
 async fn a_signout_ends_a_cached_session_at_the_next_request() {
     let app = TestApp::with_auth().await;
     let token = app.user("cached@example.com").await;
-    let other = body(app.signin("cached@example.com", "correct horse battery").await).await;
+    let other = body(
+        app.signin("cached@example.com", "correct horse battery")
+            .await,
+    )
+    .await;
     let other = other["token"].as_str().unwrap().to_owned();
     // Seen twice, so the session is served from the cache when it is signed out.
     for _ in 0..2 {
@@ -439,7 +443,11 @@ async fn a_signout_ends_a_cached_session_at_the_next_request() {
     let r = app.get("/v1/memory/list?project_id=p", Some(&token)).await;
     expect_error(r, 401, "unauthorized").await;
     let r = app.get("/v1/memory/list?project_id=p", Some(&other)).await;
-    assert_eq!(r.status(), StatusCode::OK, "the account's other session stays");
+    assert_eq!(
+        r.status(),
+        StatusCode::OK,
+        "the account's other session stays"
+    );
 }
 
 #[tokio::test]
@@ -456,5 +464,8 @@ async fn me_shows_the_stored_usage_while_the_session_is_cached() {
     let r = app.get("/v1/memory/list?project_id=p", Some(&token)).await;
     assert_eq!(r.status(), StatusCode::OK);
     let me = body(app.me(Some(&token)).await).await;
-    assert_eq!((me["used"].as_i64(), me["remaining"].as_i64()), (Some(7), Some(93)));
+    assert_eq!(
+        (me["used"].as_i64(), me["remaining"].as_i64()),
+        (Some(7), Some(93))
+    );
 }

@@ -268,7 +268,12 @@ mod tests {
     fn an_expired_session_is_not_served() {
         let cache = SessionCache::new(8);
         cache.observe(1);
-        cache.fill("h", entry(100.0), cache.generation.load(Ordering::SeqCst), 1);
+        cache.fill(
+            "h",
+            entry(100.0),
+            cache.generation.load(Ordering::SeqCst),
+            1,
+        );
         assert!(cache.get("h", 99.0).is_some());
         assert!(cache.get("h", 100.0).is_none());
     }

@@ -117,7 +117,6 @@ async fn listen(
                 if failing {
                     tracing::info!("session cache listener reconnected; the cache is used again");
                 }
-                failing = false;
                 wait = RETRY_FIRST;
                 let why = loop {
                     let next = tokio::select! {
