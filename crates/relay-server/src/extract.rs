@@ -110,12 +110,28 @@ impl FromRequestParts<AppState> for Caller {
 impl Caller {
     /// The caller a token (from whichever header an endpoint reads it) stands for.
     pub async fn from_token(state: &AppState, token: Option<&str>) -> Result<Self, ApiError> {
+        Self::lookup(state, token, false).await
+    }
+
+    /// As `from_token`, with the account read from the store itself rather than the session cache:
+    /// for answers that show `used`, which every leg moves.
+    pub async fn from_token_fresh(state: &AppState, token: Option<&str>) -> Result<Self, ApiError> {
+        Self::lookup(state, token, true).await
+    }
+
+    async fn lookup(state: &AppState, token: Option<&str>, fresh: bool) -> Result<Self, ApiError> {
         let Some(auth) = state.auth() else {
             return Ok(Self::Local);
         };
         let token = token.ok_or_else(ApiError::unauthorized)?;
         let hash = crate::accounts::token::token_hash(token);
-        match auth.session_user(&hash, crate::clock::now()).await? {
+        let now = crate::clock::now();
+        let found = if fresh {
+            auth.session_user_fresh(&hash, now).await?
+        } else {
+            auth.session_user(&hash, now).await?
+        };
+        match found {
             Some(user) => Ok(Self::User(user)),
             None => Err(ApiError::unauthorized()),
         }

@@ -1,5 +1,7 @@
 //! Two `relay serve` processes on one PostgreSQL database, as operators run several instances
-//! behind a load balancer: quota, sessions, notes and note ids hold across both.
+//! behind a load balancer: quota, sessions, notes and note ids hold across both. And each
+//! instance's session cache: a signout, `relay users set|delete` and the admin endpoints take
+//! effect at the very next request on every instance, on PostgreSQL and on a shared SQLite file.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
@@ -276,4 +278,141 @@ fn two_instances_on_one_postgres_share_quota_sessions_notes_and_ids() {
         assert_eq!(texts.len(), 100, "every write is stored once");
     });
     drop((a, b));
+}
+
+/// `relay users …` with arguments that read nothing from standard input.
+fn users(config: &Path, args: &[&str]) {
+    let out = relay_command()
+        .arg("--config")
+        .arg(config)
+        .arg("users")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The status of one request through `base` with `token`.
+async fn status(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    url: String,
+    token: &str,
+) -> u16 {
+    let mut request = client.request(method.clone(), url).bearer_auth(token);
+    if method == reqwest::Method::PATCH {
+        request = request.json(&json!({"role": "user"}));
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+/// An endpoint that authenticates through the session cache: 200, or 401 once the session ended.
+async fn notes(client: &reqwest::Client, base: &str, token: &str) -> u16 {
+    let url = format!("{base}/v1/memory/list?project_id=cached");
+    status(client, reqwest::Method::GET, url, token).await
+}
+
+/// 200 for an admin, 403 for anyone else.
+async fn admin(client: &reqwest::Client, base: &str, token: &str) -> u16 {
+    let url = format!("{base}/v1/admin/users");
+    status(client, reqwest::Method::GET, url, token).await
+}
+
+/// Every change a cached session depends on, made through A, B, the CLI or the admin endpoints,
+/// is seen by the very next request on both instances, after both have cached every session.
+async fn changes_reach_the_next_request(config: &Path, a: &str, b: &str) {
+    const PW: &str = "correct horse battery";
+    for email in ["root@example.com", "bob@example.com", "carol@example.com"] {
+        users_add(config, email, 10, PW);
+    }
+    users(config, &["set", "root@example.com", "--role", "admin"]);
+    let client = reqwest::Client::new();
+    let root = signin(&client, a, "root@example.com", PW).await;
+    let bob = signin(&client, a, "bob@example.com", PW).await;
+    let bob2 = signin(&client, b, "bob@example.com", PW).await;
+    let carol = signin(&client, b, "carol@example.com", PW).await;
+    // Warm both caches with every session, twice, so the checks below can only pass by eviction.
+    for _ in 0..2 {
+        for base in [a, b] {
+            for token in [&bob, &bob2, &carol, &root] {
+                assert_eq!(notes(&client, base, token).await, 200);
+            }
+            assert_eq!(admin(&client, base, &bob2).await, 403);
+            assert_eq!(admin(&client, base, &root).await, 200);
+        }
+    }
+
+    // A signout through A ends that session on both at once; Bob's other session stays.
+    let r = client
+        .post(format!("{a}/v1/auth/signout"))
+        .bearer_auth(&bob)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(notes(&client, b, &bob).await, 401, "B after signout on A");
+    assert_eq!(notes(&client, a, &bob).await, 401, "A after signout on A");
+    assert_eq!(notes(&client, b, &bob2).await, 200, "other sessions stay");
+
+    // `relay users set` from another process: the new role holds at the next request.
+    users(config, &["set", "bob@example.com", "--role", "admin"]);
+    assert_eq!(admin(&client, b, &bob2).await, 200, "B after users set");
+    assert_eq!(admin(&client, a, &bob2).await, 200, "A after users set");
+
+    // The admin endpoint through A takes it back; B sees it at once.
+    let url = format!("{a}/v1/admin/users/bob@example.com");
+    assert_eq!(
+        status(&client, reqwest::Method::PATCH, url, &root).await,
+        200
+    );
+    assert_eq!(admin(&client, b, &bob2).await, 403, "B after PATCH on A");
+    assert_eq!(admin(&client, a, &bob2).await, 403, "A after PATCH on A");
+
+    // `relay users delete` ends every session of the account at the next request.
+    users(config, &["delete", "carol@example.com"]);
+    assert_eq!(notes(&client, a, &carol).await, 401, "A after users delete");
+    assert_eq!(notes(&client, b, &carol).await, 401, "B after users delete");
+
+    // The admin endpoint's delete through B: A refuses Bob's last session at once.
+    let url = format!("{b}/v1/admin/users/bob@example.com");
+    assert_eq!(
+        status(&client, reqwest::Method::DELETE, url, &root).await,
+        200
+    );
+    assert_eq!(notes(&client, a, &bob2).await, 401, "A after DELETE on B");
+    assert_eq!(notes(&client, b, &bob2).await, 401, "B after DELETE on B");
+    assert_eq!(notes(&client, a, &root).await, 200, "other accounts stay");
+}
+
+fn two_instances_see_every_session_change(url: &str) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), url);
+    let a = Server::wait_listening(Server::spawn(&config));
+    let b = Server::wait_listening(Server::spawn(&config));
+    runtime.block_on(changes_reach_the_next_request(&config, &a.base, &b.base));
+    drop((a, b));
+}
+
+#[test]
+fn session_changes_reach_the_next_request_on_both_instances_on_postgres() {
+    let db = pg::TestDb::create_blocking();
+    two_instances_see_every_session_change(&db.url);
+}
+
+#[test]
+fn session_changes_reach_the_next_request_on_both_instances_on_one_sqlite_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("relay.db").display());
+    two_instances_see_every_session_change(&url);
 }

@@ -175,7 +175,12 @@ pub async fn signout(
     responses(
         (status = 200, description = "Account snapshot; `auth: false` in open mode", body = Me),
     ))]
-pub async fn get_me(State(state): State<AppState>, caller: Caller) -> ApiResult<axum::Json<Me>> {
+pub async fn get_me(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> ApiResult<axum::Json<Me>> {
+    // `used` moves with every leg: the account is read from the store, never the session cache.
+    let caller = Caller::from_token_fresh(&state, bearer_token(&headers)).await?;
     Ok(axum::Json(match caller {
         Caller::Local => Me {
             auth: false,

@@ -3,6 +3,7 @@
 //! Handlers see only `Arc<dyn AuthStore>` and `Arc<dyn MemoryStore>`; each backend lives in its own
 //! module with its own migrations, so a new backend adds a module and touches no handler.
 
+pub mod auth_cache;
 mod batch;
 mod open;
 pub mod postgres;
@@ -143,8 +144,17 @@ pub trait AuthStore: Send + Sync {
         now: f64,
         expires_at: f64,
     ) -> StoreResult<()>;
-    /// The account behind an unexpired session.
-    async fn session_user(&self, token_hash: &str, now: f64) -> StoreResult<Option<User>>;
+    /// The account behind an unexpired session, and when the session expires.
+    async fn session(&self, token_hash: &str, now: f64) -> StoreResult<Option<(User, f64)>>;
+    /// The account behind an unexpired session; a cache in front may answer (`auth_cache`).
+    async fn session_user(&self, token_hash: &str, now: f64) -> StoreResult<Option<User>> {
+        Ok(self.session(token_hash, now).await?.map(|(user, _)| user))
+    }
+    /// As `session_user`, but read from the store itself even where a cache is in front: for
+    /// answers that show `used`, which every leg changes.
+    async fn session_user_fresh(&self, token_hash: &str, now: f64) -> StoreResult<Option<User>> {
+        self.session_user(token_hash, now).await
+    }
     async fn delete_session(&self, token_hash: &str) -> StoreResult<()>;
 
     /// Takes one quota unit in one atomic statement: no leg is admitted past the limit.
@@ -329,14 +339,14 @@ impl Opener {
             Scheme::Sqlite => {
                 let store = Arc::new(sqlite::SqliteStore::open(url, options).await?);
                 Backend {
-                    auth: store.clone(),
+                    auth: auth_cache::over_sqlite(url, store.clone())?,
                     memory: store,
                 }
             }
             Scheme::Postgres => {
                 let store = Arc::new(postgres::PgStore::open(url, options).await?);
                 Backend {
-                    auth: store.clone(),
+                    auth: auth_cache::over_postgres(url, store.clone())?,
                     memory: store,
                 }
             }

@@ -59,6 +59,20 @@ pub(crate) fn user(row: Option<UserRow>) -> StoreResult<Option<User>> {
     row.map(User::try_from).transpose()
 }
 
+/// A session's account row and when the session expires.
+#[derive(sqlx::FromRow)]
+pub(crate) struct SessionRow {
+    #[sqlx(flatten)]
+    pub user: UserRow,
+    pub expires_at: f64,
+}
+
+/// Maps an optional session row, as `fetch_optional` gives it.
+pub(crate) fn session(row: Option<SessionRow>) -> StoreResult<Option<(User, f64)>> {
+    row.map(|r| Ok((User::try_from(r.user)?, r.expires_at)))
+        .transpose()
+}
+
 /// Maps account rows, as `fetch_all` gives them.
 pub(crate) fn users(rows: Vec<UserRow>) -> StoreResult<Vec<User>> {
     rows.into_iter().map(User::try_from).collect()

@@ -401,3 +401,71 @@ async fn waitlist_is_stored_once_and_never_tells_who_is_on_it() {
         ]
     );
 }
+
+/// Sets the account's `used` in the store, as another instance's legs would.
+async fn set_used_in_store(app: &TestApp, email: &str, used: i64) {
+    if crate::helpers::on_postgres() {
+        sqlx::query("UPDATE users SET used = $1 WHERE email = $2")
+            .bind(used)
+            .bind(email)
+            .execute(&app.pg_pool().await)
+            .await
+            .unwrap();
+        return;
+    }
+    let url = format!("sqlite://{}", app.dir.path().join("relay.db").display());
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query("UPDATE users SET used = ? WHERE email = ?")
+        .bind(used)
+        .bind(email)
+        .execute(&pool)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_signout_ends_a_cached_session_at_the_next_request() {
+    let app = TestApp::with_auth().await;
+    let token = app.user("cached@example.com").await;
+    let other = body(
+        app.signin("cached@example.com", "correct horse battery")
+            .await,
+    )
+    .await;
+    let other = other["token"].as_str().unwrap().to_owned();
+    // Seen twice, so the session is served from the cache when it is signed out.
+    for _ in 0..2 {
+        let r = app.get("/v1/memory/list?project_id=p", Some(&token)).await;
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let r = app.post("/v1/auth/signout", Some(&token), &json!({})).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = app.get("/v1/memory/list?project_id=p", Some(&token)).await;
+    expect_error(r, 401, "unauthorized").await;
+    let r = app.get("/v1/memory/list?project_id=p", Some(&other)).await;
+    assert_eq!(
+        r.status(),
+        StatusCode::OK,
+        "the account's other session stays"
+    );
+}
+
+#[tokio::test]
+async fn me_shows_the_stored_usage_while_the_session_is_cached() {
+    let app = TestApp::with_auth().await;
+    let token = app.user("usage@example.com").await;
+    for _ in 0..2 {
+        let r = app.get("/v1/memory/list?project_id=p", Some(&token)).await;
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    assert_eq!(body(app.me(Some(&token)).await).await["used"], 0);
+    set_used_in_store(&app, "usage@example.com", 7).await;
+    // The session is still cached (no change it depends on), yet `used` is the store's.
+    let r = app.get("/v1/memory/list?project_id=p", Some(&token)).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let me = body(app.me(Some(&token)).await).await;
+    assert_eq!(
+        (me["used"].as_i64(), me["remaining"].as_i64()),
+        (Some(7), Some(93))
+    );
+}

@@ -123,10 +123,11 @@ impl AuthStore for PgStore {
         Ok(())
     }
 
-    async fn session_user(&self, token_hash: &str, now: f64) -> StoreResult<Option<User>> {
-        // Read on every request, never cached: a signout on any instance ends the session here.
-        let row: Option<UserRow> = sqlx::query_as(
-            "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at
+    async fn session(&self, token_hash: &str, now: f64) -> StoreResult<Option<(User, f64)>> {
+        // Cached per instance in front (`auth_cache`); every change that must end a cached session
+        // notifies (migration 0017), so a signout on any instance ends the session everywhere.
+        let row: Option<rows::SessionRow> = sqlx::query_as(
+            "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at, s.expires_at
              FROM sessions s JOIN users u ON u.id = s.user_id
              WHERE s.token_hash = $1 AND s.expires_at > $2",
         )
@@ -134,7 +135,7 @@ impl AuthStore for PgStore {
         .bind(now)
         .fetch_optional(&self.pool)
         .await?;
-        rows::user(row)
+        rows::session(row)
     }
 
     async fn delete_session(&self, token_hash: &str) -> StoreResult<()> {

@@ -120,9 +120,9 @@ impl AuthStore for SqliteStore {
         Ok(())
     }
 
-    async fn session_user(&self, token_hash: &str, now: f64) -> StoreResult<Option<User>> {
-        let row: Option<UserRow> = sqlx::query_as(
-            "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at
+    async fn session(&self, token_hash: &str, now: f64) -> StoreResult<Option<(User, f64)>> {
+        let row: Option<rows::SessionRow> = sqlx::query_as(
+            "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at, s.expires_at
              FROM sessions s JOIN users u ON u.id = s.user_id
              WHERE s.token_hash = ? AND s.expires_at > ?",
         )
@@ -130,7 +130,7 @@ impl AuthStore for SqliteStore {
         .bind(now)
         .fetch_optional(&self.pool)
         .await?;
-        rows::user(row)
+        rows::session(row)
     }
 
     async fn delete_session(&self, token_hash: &str) -> StoreResult<()> {
