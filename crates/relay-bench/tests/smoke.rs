@@ -14,6 +14,11 @@ fn smoke_pipeline_produces_every_figure() {
         mock_exe: Some(env!("CARGO_BIN_EXE_relay-bench").into()),
         oha: None,
         litellm: None,
+        // The machine's PostgreSQL, as the server's tests use it.
+        postgres: Some(
+            std::env::var("RELAY_TEST_PG_URL")
+                .unwrap_or_else(|_| relay_bench::run::DEFAULT_ADMIN_URL.to_owned()),
+        ),
         command: "cargo test -p relay-bench --test smoke".into(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -37,6 +42,8 @@ fn smoke_pipeline_produces_every_figure() {
         "Suggestion from history",
         "Start to ready",
         "Idle RSS",
+        "PostgreSQL: highest leg rate",
+        "PostgreSQL: CPU per leg",
     ] {
         assert!(table.contains(figure), "{figure} is missing from\n{table}");
     }
