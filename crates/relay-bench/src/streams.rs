@@ -182,7 +182,11 @@ async fn open_one(
         .send()
         .await?;
     if !resp.status().is_success() {
-        bail!("the leg answered {}", resp.status());
+        let status = resp.status();
+        bail!(
+            "the leg answered {status}: {}",
+            resp.text().await.unwrap_or_default()
+        );
     }
     let mut head = Vec::new();
     while !head.contains(&b'\n') {

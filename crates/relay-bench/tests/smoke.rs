@@ -42,11 +42,16 @@ fn smoke_pipeline_produces_every_figure() {
         "Suggestion from history",
         "Start to ready",
         "Idle RSS",
-        "PostgreSQL: highest leg rate",
+        "PostgreSQL (",
         "PostgreSQL: CPU per leg",
     ] {
         assert!(table.contains(figure), "{figure} is missing from\n{table}");
     }
     assert_eq!(report.streams.opened, 200, "{table}");
+    let pg = report.postgres.as_ref().expect("the PostgreSQL rows ran");
+    assert!(
+        pg.at_rate.ok > 0 && pg.db_cpu_ms_per_leg_at_rate.is_some(),
+        "{table}"
+    );
     eprintln!("{table}\nsmoke run took {:?}", started.elapsed());
 }
