@@ -4,11 +4,13 @@
 # are missing, raises the open-file limit for the open-stream test, runs the harness, and writes
 # bench/results/latest.md (the table) and bench/results/latest.json (every figure).
 #
-#   bench/run.sh            the full run (about 10 minutes, plus the first-time installs)
+#   bench/run.sh            the full run (about 20 minutes, plus the first-time installs)
 #   bench/run.sh --smoke    the tiny version: seconds, no LiteLLM, checks the pipeline only
 #
 # Environment: CARGO_TARGET_DIR (default: the workspace's target/), BENCH_WAIT_LOAD=1 to wait (up to
-# 15 minutes) for the 1-minute load average to drop under 1.5 before measuring.
+# 15 minutes) for the 1-minute load average to drop under 1.5 before measuring, RELAY_BENCH_PG_URL
+# for the PostgreSQL rows' server (default postgres://postgres@127.0.0.1:5432/postgres; the harness
+# creates a database of its own there and drops it after).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,8 +44,10 @@ if [[ ! -x "$litellm_bin" && "$smoke" == 0 ]]; then
 fi
 
 # Each open stream holds two sockets in Relay: 10,000 streams need more than 20,000 descriptors.
-# Raise the soft limit as far as the hard limit allows; the harness reports if it had to open fewer.
+# Raise the hard and soft limits (root with CAP_SYS_RESOURCE may), else the soft one as far as the
+# hard limit allows; the harness reads Relay's own limit and reports if it had to open fewer.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+echo "== open-file limit: $(ulimit -Sn) (hard $(ulimit -Hn))" >&2
 
 if [[ "${BENCH_WAIT_LOAD:-0}" == 1 ]]; then
     for _ in $(seq 1 90); do

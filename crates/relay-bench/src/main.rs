@@ -28,6 +28,13 @@ struct Cli {
     /// Skip LiteLLM.
     #[arg(long)]
     no_litellm: bool,
+    /// The PostgreSQL server for the PostgreSQL rows (a database there that may create more; the
+    /// harness creates its own database and drops it after).
+    #[arg(long, env = "RELAY_BENCH_PG_URL", default_value = relay_bench::run::DEFAULT_ADMIN_URL)]
+    postgres: String,
+    /// Skip the PostgreSQL rows.
+    #[arg(long)]
+    no_postgres: bool,
     /// Also write the markdown report here.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -176,6 +183,7 @@ fn real_main() -> Result<ExitCode> {
         mock_exe: Some(exe),
         oha,
         litellm,
+        postgres: (!cli.no_postgres).then(|| cli.postgres.clone()),
         command,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -104,6 +104,32 @@ pub fn nofile_soft() -> Option<u64> {
     line.split_whitespace().nth(3)?.parse().ok()
 }
 
+/// The soft `Max open files` limit of `pid`, and how many descriptors it has open now.
+pub fn nofile_of(pid: u32) -> Option<(u64, u64)> {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    let soft = line.split_whitespace().nth(3)?.parse().ok()?;
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count();
+    Some((soft, u64::try_from(open).ok()?))
+}
+
+/// CPU ticks of every process whose command line contains `needle`: a PostgreSQL server titles
+/// each backend with its database's name, so this is the database work done for one database.
+pub fn matching_cpu_ticks(needle: &str) -> u64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .filter_map(|pid| cpu_ticks(pid).ok())
+        .sum()
+}
+
 /// The 1, 5 and 15 minute load averages.
 pub fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -155,5 +181,8 @@ mod tests {
         cpu_ticks(me).unwrap();
         assert!(tree(me).contains(&me));
         assert!(nofile_soft().unwrap() > 0);
+        let (soft, open) = nofile_of(me).unwrap();
+        assert!(soft > 0 && open > 0);
+        assert!(matching_cpu_ticks("no process is called this 7f3a") == 0);
     }
 }

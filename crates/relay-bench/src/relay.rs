@@ -25,6 +25,17 @@ const LISTENING: &str = "relay listening on ";
 pub fn write_config(dir: &Path, mock_base_url: &str) -> Result<PathBuf> {
     let db = dir.join("relay.db");
     let url = format!("sqlite://{}", db.display());
+    write_config_on(dir, mock_base_url, &url, "relay.toml")
+}
+
+/// `write_config` with the memory and account stores at `store_url` (a PostgreSQL database for
+/// the PostgreSQL rows), written to `file_name` in `dir`.
+pub fn write_config_on(
+    dir: &Path,
+    mock_base_url: &str,
+    url: &str,
+    file_name: &str,
+) -> Result<PathBuf> {
     let config = format!(
         r#"bind = "127.0.0.1:0"
 
@@ -60,7 +71,7 @@ suggest_per_minute = 100000000
 suggest_burst = 10000000
 "#
     );
-    let path = dir.join("relay.toml");
+    let path = dir.join(file_name);
     std::fs::write(&path, config)?;
     Ok(path)
 }

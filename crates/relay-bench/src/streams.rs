@@ -29,28 +29,37 @@ pub struct StreamsResult {
     pub bytes_per_stream: f64,
 }
 
-/// How many legs can be open at once: each takes two descriptors in Relay, which inherits this
-/// process's soft limit; a margin is kept for the database, the listener and the log.
-pub fn max_streams_for_nofile(nofile: Option<u64>) -> usize {
-    nofile.map_or(usize::MAX, |n| {
-        usize::try_from(n.saturating_sub(200) / 2).unwrap_or(usize::MAX)
+/// How many more legs Relay can hold open: each takes `per_leg` descriptors out of what its soft
+/// limit leaves beside the ones it has open already, less a margin for the database files and
+/// the `/metrics` reads. `None` (no `/proc`) does not cap.
+pub fn max_streams_for_nofile(nofile: Option<(u64, u64)>, per_leg: u64) -> usize {
+    nofile.map_or(usize::MAX, |(soft, open)| {
+        usize::try_from(soft.saturating_sub(open + 16) / per_leg).unwrap_or(usize::MAX)
     })
 }
 
-/// Opens `requested` legs (fewer if the open-file limit says so), waits until every one has its
-/// `start` line, reads Relay's RSS (`rss` reads it), then closes them all.
+/// Opens `requested` legs (fewer if Relay's open-file limit says so), waits until every one has
+/// its `start` line, reads Relay's RSS, then closes them all. `relay_pid` is Relay's process;
+/// when it is this process (Relay in-process), each leg's client socket counts against the same
+/// limit too.
 pub async fn hold_open(
     base: &str,
     token: &str,
     requested: usize,
-    rss: impl Fn() -> Result<u64>,
+    relay_pid: u32,
 ) -> Result<StreamsResult> {
-    let cap = max_streams_for_nofile(crate::procfs::nofile_soft());
-    let n = requested.min(cap);
+    let rss = || crate::procfs::rss_kib(relay_pid);
+    let per_leg = if relay_pid == std::process::id() {
+        3
+    } else {
+        2
+    };
+    let nofile = crate::procfs::nofile_of(relay_pid);
+    let n = requested.min(max_streams_for_nofile(nofile, per_leg));
     let capped_by = (n < requested).then(|| {
         format!(
-            "the open-file limit ({} per process, the hard limit here; each open leg holds 2 sockets in Relay)",
-            crate::procfs::nofile_soft().unwrap_or(0)
+            "Relay's open-file limit ({} per process, the hard limit here, which `ulimit -Hn`/`prlimit` cannot raise without CAP_SYS_RESOURCE; each open leg holds {per_leg} sockets in Relay's process)",
+            nofile.map_or(0, |(soft, _)| soft)
         )
     });
     // One connection per leg, never pooled: the point is n concurrent connections.
@@ -173,7 +182,11 @@ async fn open_one(
         .send()
         .await?;
     if !resp.status().is_success() {
-        bail!("the leg answered {}", resp.status());
+        let status = resp.status();
+        bail!(
+            "the leg answered {status}: {}",
+            resp.text().await.unwrap_or_default()
+        );
     }
     let mut head = Vec::new();
     while !head.contains(&b'\n') {
@@ -214,7 +227,8 @@ mod tests {
 
     #[test]
     fn two_descriptors_per_leg() {
-        assert_eq!(max_streams_for_nofile(Some(20_000)), 9_900);
-        assert_eq!(max_streams_for_nofile(None), usize::MAX);
+        assert_eq!(max_streams_for_nofile(Some((20_000, 40)), 2), 9_972);
+        assert_eq!(max_streams_for_nofile(Some((20_000, 40)), 3), 6_648);
+        assert_eq!(max_streams_for_nofile(None, 2), usize::MAX);
     }
 }

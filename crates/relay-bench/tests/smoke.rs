@@ -14,6 +14,11 @@ fn smoke_pipeline_produces_every_figure() {
         mock_exe: Some(env!("CARGO_BIN_EXE_relay-bench").into()),
         oha: None,
         litellm: None,
+        // The machine's PostgreSQL, as the server's tests use it.
+        postgres: Some(
+            std::env::var("RELAY_TEST_PG_URL")
+                .unwrap_or_else(|_| relay_bench::run::DEFAULT_ADMIN_URL.to_owned()),
+        ),
         command: "cargo test -p relay-bench --test smoke".into(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -37,9 +42,16 @@ fn smoke_pipeline_produces_every_figure() {
         "Suggestion from history",
         "Start to ready",
         "Idle RSS",
+        "PostgreSQL (",
+        "PostgreSQL: CPU per leg",
     ] {
         assert!(table.contains(figure), "{figure} is missing from\n{table}");
     }
     assert_eq!(report.streams.opened, 200, "{table}");
+    let pg = report.postgres.as_ref().expect("the PostgreSQL rows ran");
+    assert!(
+        pg.at_rate.ok > 0 && pg.db_cpu_ms_per_leg_at_rate.is_some(),
+        "{table}"
+    );
     eprintln!("{table}\nsmoke run took {:?}", started.elapsed());
 }

@@ -3,7 +3,10 @@
 //! streams after a restart, note injection in-process, and last LiteLLM at the same rates and its
 //! own highest rate. The full run and smoke mode are the same code at different scales.
 
+mod postgres;
 mod steps;
+
+pub use postgres::{DEFAULT_ADMIN_URL, PostgresFigures};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -110,6 +113,9 @@ pub struct Options {
     pub oha: Option<PathBuf>,
     /// The `litellm` script; `None` skips LiteLLM (smoke mode).
     pub litellm: Option<PathBuf>,
+    /// A PostgreSQL server URL (of a database there that may create more) for the PostgreSQL
+    /// rows; `None` skips them.
+    pub postgres: Option<String>,
     /// As shown in the report.
     pub command: String,
 }
@@ -273,9 +279,7 @@ pub async fn run(opts: &Options) -> Result<Report> {
     for _ in 0..20 {
         check_leg(&http, &base, &token).await?;
     }
-    let pid = relay.pid;
-    report.streams =
-        crate::streams::hold_open(&base, &token, scale.streams, || procfs::rss_kib(pid)).await?;
+    report.streams = crate::streams::hold_open(&base, &token, scale.streams, relay.pid).await?;
     eprintln!(
         "  {} open: RSS {} → {} KiB, {:.0} bytes per stream",
         report.streams.opened,
@@ -309,6 +313,25 @@ pub async fn run(opts: &Options) -> Result<Report> {
                 inj.notes, inj.questions, inj.asked, scale.inject_budget_secs
             ));
         }
+    }
+    match &opts.postgres {
+        Some(admin) => {
+            // The same-rate comparison uses SQLite's target rate (or its last one, in smoke mode).
+            let rate = scale
+                .rates
+                .iter()
+                .copied()
+                .find(|r| *r == crate::report::TARGET_RATE)
+                .or_else(|| scale.rates.last().copied())
+                .unwrap_or(100);
+            eprintln!("relay-bench: Relay on a fresh PostgreSQL database, {rate} legs/s");
+            report.postgres = Some(
+                postgres::figures(opts, admin, &generator, &mock, dir.path(), &http, rate).await?,
+            );
+        }
+        None => report
+            .caveats
+            .push("The PostgreSQL rows were not run (`--no-postgres`).".into()),
     }
     // LiteLLM last: it is the stage most likely to fail, and every figure of Relay's is in by then.
     match &opts.litellm {
@@ -406,8 +429,7 @@ pub async fn streams_only(opts: &Options, streams: usize) -> Result<crate::strea
     for _ in 0..20 {
         check_leg(&http, &base, &token).await?;
     }
-    let pid = relay.pid;
-    let result = crate::streams::hold_open(&base, &token, streams, || procfs::rss_kib(pid)).await?;
+    let result = crate::streams::hold_open(&base, &token, streams, relay.pid).await?;
     relay.stop().await?;
     mock.stop().await;
     Ok(result)

@@ -46,11 +46,29 @@ pub(super) async fn measured(
     duration: Duration,
     pid: u32,
 ) -> Result<(LoadResult, f64)> {
-    let before = procfs::tree_cpu_ticks(pid);
-    let result = generator.run(target, pace, duration).await?;
-    let after = procfs::tree_cpu_ticks(pid);
-    let cpu = cpu_ms_per_leg(after.saturating_sub(before), result.ok);
+    let (result, cpu, _) = measured_with_db(generator, target, pace, duration, pid, None).await?;
     Ok((result, cpu))
+}
+
+/// `measured`, and with `db` (a PostgreSQL database's name) also the CPU per leg of the server
+/// backends working for that database, which run outside Relay's process tree.
+pub(super) async fn measured_with_db(
+    generator: &Generator,
+    target: &Target,
+    pace: Pace,
+    duration: Duration,
+    pid: u32,
+    db: Option<&str>,
+) -> Result<(LoadResult, f64, Option<f64>)> {
+    let db_ticks = || db.map(procfs::matching_cpu_ticks);
+    let (before, db_before) = (procfs::tree_cpu_ticks(pid), db_ticks());
+    let result = generator.run(target, pace, duration).await?;
+    let (after, db_after) = (procfs::tree_cpu_ticks(pid), db_ticks());
+    let cpu = cpu_ms_per_leg(after.saturating_sub(before), result.ok);
+    let db_cpu = db_before
+        .zip(db_after)
+        .map(|(b, a)| cpu_ms_per_leg(a.saturating_sub(b), result.ok));
+    Ok((result, cpu, db_cpu))
 }
 
 /// Waits (polling every 250 ms, up to `max`) until `pid`'s tree uses under 5 % of a core: a server
@@ -77,11 +95,26 @@ pub(super) async fn highest_rate(
     step: Duration,
     pid: u32,
 ) -> Result<MaxRate> {
+    highest_rate_with_db(generator, target, ladder, bisect, step, pid, None).await
+}
+
+/// `highest_rate`, also reading the CPU of database `db`'s PostgreSQL backends (see
+/// `measured_with_db`).
+pub(super) async fn highest_rate_with_db(
+    generator: &Generator,
+    target: &Target,
+    ladder: &[u32],
+    bisect: u32,
+    step: Duration,
+    pid: u32,
+    db: Option<&str>,
+) -> Result<MaxRate> {
     let mut out = MaxRate::default();
     let mut failed_at = None;
     for &rate in ladder {
         settle(pid, Duration::from_secs(30)).await;
-        let (r, cpu) = measured(generator, target, Pace::Rate(rate), step, pid).await?;
+        let (r, cpu, db_cpu) =
+            measured_with_db(generator, target, Pace::Rate(rate), step, pid, db).await?;
         eprintln!(
             "  {rate}/s: p99 {:.2} ms, {:.0}/s served, {:.2} % ok",
             r.p99_ms,
@@ -93,6 +126,7 @@ pub(super) async fn highest_rate(
             out.rate = rate;
             out.at = Some(r);
             out.cpu_ms_per_leg = Some(cpu);
+            out.db_cpu_ms_per_leg = db_cpu;
         } else {
             failed_at = Some(rate);
             break;
@@ -109,7 +143,8 @@ pub(super) async fn highest_rate(
             break;
         }
         settle(pid, Duration::from_secs(30)).await;
-        let (r, cpu) = measured(generator, target, Pace::Rate(mid), step, pid).await?;
+        let (r, cpu, db_cpu) =
+            measured_with_db(generator, target, Pace::Rate(mid), step, pid, db).await?;
         eprintln!(
             "  {mid}/s: p99 {:.2} ms, {:.0}/s served, {:.2} % ok",
             r.p99_ms,
@@ -122,6 +157,7 @@ pub(super) async fn highest_rate(
             out.rate = mid;
             out.at = Some(r);
             out.cpu_ms_per_leg = Some(cpu);
+            out.db_cpu_ms_per_leg = db_cpu;
         } else {
             hi = mid;
         }
