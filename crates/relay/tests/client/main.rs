@@ -9,4 +9,6 @@ mod crate_api;
 mod panes;
 mod rules;
 mod support;
+mod terminal;
+mod tmux;
 mod tools;

@@ -318,22 +318,29 @@ impl Run {
         self
     }
 
-    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new(BIN);
-        c.args(args)
-            .current_dir(&self.cwd)
+    /// Gives `c` this client's directory and environment: its own config home, the relay's URL, and
+    /// none of the caller's token, tmux or config.
+    pub fn configure(&self, c: &mut std::process::Command) {
+        c.current_dir(&self.cwd)
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join("config"))
             .env_remove("RELAY_TOKEN")
             .env_remove("TMUX")
-            .env_remove("RELAY_CONFIG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .env_remove("RELAY_CONFIG");
         for (k, v) in &self.env {
             c.env(k, v);
         }
+    }
+
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = std::process::Command::new(BIN);
+        c.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        self.configure(&mut c);
+        let mut c = tokio::process::Command::from(c);
+        c.kill_on_drop(true);
         c
     }
 
