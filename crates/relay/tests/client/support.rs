@@ -28,6 +28,10 @@ pub enum Reply {
     Text(String),
     /// A first piece of text, then silence until the client goes away.
     Stall,
+    /// Reasoning (`reasoning_content`), then the answer text.
+    Thinking(&'static str, &'static str),
+    /// A first piece of text, then the body ends without a finish reason: a broken upstream.
+    Cut,
 }
 
 pub fn text(t: &str) -> Reply {
@@ -83,9 +87,16 @@ fn chunks(reply: &Reply) -> Vec<String> {
             out.push("data: [DONE]\n\n".into());
             out
         }
-        Reply::Stall => vec![sse(
+        Reply::Stall | Reply::Cut => vec![sse(
             json!({"choices": [{"index": 0, "delta": {"content": "thinking…"}}]}),
         )],
+        Reply::Thinking(reasoning, answer) => {
+            let mut out = vec![sse(
+                json!({"choices": [{"index": 0, "delta": {"reasoning_content": reasoning}}]}),
+            )];
+            out.extend(chunks(&Reply::Text((*answer).to_owned())));
+            out
+        }
     }
 }
 

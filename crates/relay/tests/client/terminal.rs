@@ -16,6 +16,35 @@ fn at_prompt(screen: &str) -> bool {
     screen.lines().rev().find(|l| !l.trim().is_empty()) == Some(">")
 }
 
+/// Whether the first `text` in a styled capture is shown dim. tmux writes an attribute only where
+/// it changes, so the state is followed from the start of the capture.
+fn dimmed(styled: &str, text: &str) -> Option<bool> {
+    let mut dim = false;
+    let mut rest = styled;
+    while !rest.is_empty() {
+        if rest.starts_with(text) {
+            return Some(dim);
+        }
+        if let Some(sgr) = rest.strip_prefix("\x1b[") {
+            let end = sgr.find(|c: char| c.is_ascii_alphabetic())?;
+            if sgr[end..].starts_with('m') {
+                for p in sgr[..end].split(';') {
+                    match p {
+                        "" | "0" | "22" => dim = false,
+                        "2" => dim = true,
+                        _ => {}
+                    }
+                }
+            }
+            rest = &sgr[end + 1..];
+        } else {
+            let n = rest.chars().next().map_or(1, char::len_utf8);
+            rest = &rest[n..];
+        }
+    }
+    None
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interactive_session_in_a_real_terminal() {
     let relay = Relay::open(vec![
@@ -25,7 +54,7 @@ async fn an_interactive_session_in_a_real_terminal() {
             "write_file",
             json!({"path": "notes/hello.txt", "content": "written from the terminal"}),
         )]),
-        text("the note is written"),
+        Reply::Thinking("pondering the note", "the note is written"),
     ])
     .await;
     let p = project(None);
@@ -66,6 +95,22 @@ async fn an_interactive_session_in_a_real_terminal() {
             s.contains("the note is written") && at_prompt(s)
         })
         .await;
+    // Reasoning is shown dimmed, the answer is not.
+    assert!(
+        screen.lines().any(|l| l == "the note is written"),
+        "the answer starts on a line of its own after the reasoning: {screen}"
+    );
+    let styled = term.capture_styled(PANE);
+    assert_eq!(
+        dimmed(&styled, "pondering the note"),
+        Some(true),
+        "{styled}"
+    );
+    assert_eq!(
+        dimmed(&styled, "the note is written"),
+        Some(false),
+        "{styled}"
+    );
     assert_eq!(
         std::fs::read_to_string(&note).unwrap(),
         "written from the terminal",

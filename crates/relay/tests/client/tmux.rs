@@ -61,6 +61,16 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The pane's text with its attributes as escape sequences (`\x1b[2m` for dim).
+    pub fn capture_styled(&self, pane: &str) -> String {
+        let out = self
+            .tmux()
+            .args(["capture-pane", "-p", "-e", "-S", "-", "-t", pane])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Waits until the pane's text passes `check`; no fixed sleeps, a poll of the screen.
     pub async fn wait_until(&self, pane: &str, what: &str, check: impl Fn(&str) -> bool) -> String {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
