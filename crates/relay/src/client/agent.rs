@@ -173,8 +173,15 @@ impl Session {
                 .map_err(|e| explain(&self.server, e))?;
             let mut text = String::new();
             let mut calls: Option<Vec<ToolCall>> = None;
+            // Reasoning is printed without line ends as it streams; the answer starts on a line of its own.
+            let mut thinking = false;
             while let Some(event) = stream.next().await {
-                match event.map_err(|e| explain(&self.server, e))? {
+                let event = event.map_err(|e| explain(&self.server, e))?;
+                if thinking && !matches!(event, AgentEvent::Reasoning { .. } | AgentEvent::Ping) {
+                    eprintln!();
+                    thinking = false;
+                }
+                match event {
                     AgentEvent::Start {
                         model,
                         project_id,
@@ -191,7 +198,10 @@ impl Session {
                         }
                         text.push_str(&piece);
                     }
-                    AgentEvent::Reasoning { text } => self.reasoning(&text),
+                    AgentEvent::Reasoning { text } => {
+                        self.reasoning(&text);
+                        thinking = true;
+                    }
                     AgentEvent::ToolCalls { calls: c, .. } => calls = Some(c),
                     AgentEvent::Done { .. } => {}
                     AgentEvent::Error { error, message, .. } => {

@@ -100,3 +100,19 @@ async fn an_unreachable_relay_fails_with_a_message() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the relay"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_error_event_during_the_leg_fails_the_task_with_the_relays_message() {
+    let relay = Relay::open(vec![Reply::Cut]).await;
+    let p = project(None);
+    let out = Run::new(&relay, p.path())
+        .run(&["agent", "-p", "answer briefly"], "")
+        .await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("the relay reported an error during the leg"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+}

@@ -11,4 +11,6 @@ mod harness;
 mod panes;
 mod rules;
 mod support;
+mod terminal;
+mod tmux;
 mod tools;

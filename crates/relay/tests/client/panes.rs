@@ -1,77 +1,13 @@
 //! The pane tools on a real tmux server (a private socket), and their error outside tmux.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
 use relay_wire::tools::{ToolRole, allowed_names};
 use serde_json::json;
 
 use crate::support::*;
+use crate::tmux::Tmux;
 
-/// A private tmux server with one session whose pane 0 shows a known line.
-struct Tmux {
-    socket: PathBuf,
-}
-
-impl Tmux {
-    fn start(dir: &Path) -> Self {
-        let socket = dir.join("tmux.sock");
-        let s = std::process::Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .args([
-                "-f",
-                "/dev/null",
-                "new-session",
-                "-d",
-                "-x",
-                "120",
-                "-y",
-                "40",
-            ])
-            .arg("printf 'pane-zero-content\\n'; sleep 300")
-            .status()
-            .expect("tmux is needed for the pane tests (.ci/run installs it)");
-        assert!(s.success());
-        Self { socket }
-    }
-
-    fn env(&self) -> String {
-        format!("{},0,0", self.socket.display())
-    }
-
-    fn capture(&self, pane: &str) -> String {
-        let out = std::process::Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(["capture-pane", "-p", "-t", pane])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    async fn wait_for(&self, pane: &str, text: &str) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        while !self.capture(pane).contains(text) {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "pane {pane} never showed {text}: {}",
-                self.capture(pane)
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .status();
-    }
-}
+/// Pane 0 shows a known line and stays open.
+const PANE_ZERO: &str = "printf 'pane-zero-content\\n'; sleep 300";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pane_tools_drive_tmux() {
@@ -95,7 +31,7 @@ async fn pane_tools_drive_tmux() {
     ])
     .await;
     let p = project(None);
-    let tmux = Tmux::start(relay.dir.path());
+    let tmux = Tmux::start(relay.dir.path(), PANE_ZERO);
     tmux.wait_for("%0", "pane-zero-content").await;
     let out = Run::new(&relay, p.path())
         .env("TMUX", &tmux.env())
@@ -142,7 +78,7 @@ async fn spawn_agent_starts_a_worker_relay_agent_in_a_pane() {
     ])
     .await;
     let p = project(None);
-    let tmux = Tmux::start(relay.dir.path());
+    let tmux = Tmux::start(relay.dir.path(), PANE_ZERO);
     let out = Run::new(&relay, p.path())
         .env("TMUX", &tmux.env())
         .run(

@@ -30,6 +30,10 @@ pub enum Reply {
     Text(String),
     /// A first piece of text, then silence until the client goes away.
     Stall,
+    /// Reasoning (`reasoning_content`), then the answer text.
+    Thinking(&'static str, &'static str),
+    /// A first piece of text, then the body ends without a finish reason: a broken upstream.
+    Cut,
 }
 
 pub fn text(t: &str) -> Reply {
@@ -85,9 +89,16 @@ fn chunks(reply: &Reply) -> Vec<String> {
             out.push("data: [DONE]\n\n".into());
             out
         }
-        Reply::Stall => vec![sse(
+        Reply::Stall | Reply::Cut => vec![sse(
             json!({"choices": [{"index": 0, "delta": {"content": "thinking…"}}]}),
         )],
+        Reply::Thinking(reasoning, answer) => {
+            let mut out = vec![sse(
+                json!({"choices": [{"index": 0, "delta": {"reasoning_content": reasoning}}]}),
+            )];
+            out.extend(chunks(&Reply::Text((*answer).to_owned())));
+            out
+        }
     }
 }
 
@@ -313,22 +324,29 @@ impl Run {
         self
     }
 
-    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new(BIN);
-        c.args(args)
-            .current_dir(&self.cwd)
+    /// Gives `c` this client's directory and environment: its own config home, the relay's URL, and
+    /// none of the caller's token, tmux or config.
+    pub fn configure(&self, c: &mut std::process::Command) {
+        c.current_dir(&self.cwd)
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join("config"))
             .env_remove("RELAY_TOKEN")
             .env_remove("TMUX")
-            .env_remove("RELAY_CONFIG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .env_remove("RELAY_CONFIG");
         for (k, v) in &self.env {
             c.env(k, v);
         }
+    }
+
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = std::process::Command::new(BIN);
+        c.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        self.configure(&mut c);
+        let mut c = tokio::process::Command::from(c);
+        c.kill_on_drop(true);
         c
     }
 
