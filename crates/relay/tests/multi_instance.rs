@@ -12,9 +12,10 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::process::Stdio;
 
 use serde_json::{Value, json};
-use support::{Serve, relay, write_config};
+use support::{Serve, relay, relay_command, write_config};
 
 fn pg_config(dir: &Path, url: &str) -> std::path::PathBuf {
     write_config(
@@ -397,9 +398,12 @@ fn two_instances_see_every_session_change(url: &str) {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), url);
-    let a = Server::wait_listening(Server::spawn(&config));
-    let b = Server::wait_listening(Server::spawn(&config));
+    let config = pg_config(dir.path(), url);
+    let (a, b) = (
+        Serve::builder(&config).spawn(),
+        Serve::builder(&config).spawn(),
+    );
+    let (a, b) = (a.ready(), b.ready());
     runtime.block_on(changes_reach_the_next_request(&config, &a.base, &b.base));
     drop((a, b));
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use relay_wire::ErrorCode;
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Caller;
 use crate::store::{Admission, AuthStore, MemoryStore};
