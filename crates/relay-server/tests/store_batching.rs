@@ -183,7 +183,7 @@ async fn many_users_at_once_each_get_exactly_their_quota(f: &Fixture) {
     f.user("unlimited", Role::User, -1).await;
     let mut names: Vec<&str> = users.iter().map(String::as_str).collect();
     names.extend(["admin", "unlimited", "ghost"]);
-    let admitted = admit_all(&[f.one.auth.clone()], &names, 8).await;
+    let admitted = admit_all(std::slice::from_ref(&f.one.auth), &names, 8).await;
     for (i, u) in users.iter().enumerate() {
         assert_eq!(admitted[u.as_str()], i % 7, "{u} has {} units", i % 7);
         assert_eq!(f.used(u).await, i64::try_from(i % 7).unwrap(), "{u}");
@@ -206,7 +206,7 @@ async fn two_instances_share_one_quota_exactly(f: &Fixture) {
 
 async fn concurrent_refunds_give_back_each_unit_once(f: &Fixture) {
     f.user("r", Role::User, 30).await;
-    let admitted = admit_all(&[f.one.auth.clone()], &["r"], 30).await;
+    let admitted = admit_all(std::slice::from_ref(&f.one.auth), &["r"], 30).await;
     assert_eq!(admitted["r"], 30);
     let refunds: Vec<_> = (0..20)
         .map(|i| {
@@ -228,7 +228,7 @@ async fn concurrent_refunds_give_back_each_unit_once(f: &Fixture) {
         r.await.unwrap();
     }
     assert_eq!(f.used("r").await, 0, "never below zero");
-    let admitted = admit_all(&[f.two.auth.clone()], &["r"], 35).await;
+    let admitted = admit_all(std::slice::from_ref(&f.two.auth), &["r"], 35).await;
     assert_eq!(
         admitted["r"], 30,
         "every unit given back can be taken again"
@@ -279,7 +279,7 @@ async fn a_failed_batch_fails_each_caller_alike_and_the_next_batch_works(f: &Fix
     );
     assert!(!matches!(lone, StoreError::Conflict(_)));
     f.execute("ALTER TABLE users_away RENAME TO users").await;
-    let admitted = admit_all(&[f.one.auth.clone()], &["f"], 30).await;
+    let admitted = admit_all(std::slice::from_ref(&f.one.auth), &["f"], 30).await;
     assert_eq!(admitted["f"], 30, "the batches after a failure work");
     assert_eq!(f.used("f").await, 30);
 }
