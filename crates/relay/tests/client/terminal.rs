@@ -60,7 +60,14 @@ async fn an_interactive_session_in_a_real_terminal() {
     let p = project(None);
     let mut tmux = Command::new("tmux");
     Run::new(&relay, p.path()).configure(&mut tmux);
-    let term = Tmux::start_from(tmux, relay.dir.path(), &format!("exec '{BIN}' agent"));
+    // The pane's shell prints the agent's exit status itself: tmux sometimes marks a pane dead
+    // before it has collected the status (`#{pane_dead_status}` stays empty). The shell traps
+    // SIGINT with a handler, so ctrl-c reaches the agent and leaves the shell waiting for it.
+    let term = Tmux::start_from(
+        tmux,
+        relay.dir.path(),
+        &format!("trap true INT; '{BIN}' agent; echo \"[relay exited with $?]\""),
+    );
     let screen = term.wait_until(PANE, "the prompt", at_prompt).await;
     assert!(
         screen.contains("relay agent on http://127.0.0.1:"),
@@ -132,5 +139,5 @@ async fn an_interactive_session_in_a_real_terminal() {
 
     // ctrl-d at the prompt ends the session cleanly.
     term.send_keys(PANE, &["C-d"]);
-    assert_eq!(term.wait_exit(PANE).await, 0);
+    term.wait_for(PANE, "[relay exited with 0]").await;
 }

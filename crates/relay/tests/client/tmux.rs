@@ -118,21 +118,6 @@ impl Tmux {
         let shown = String::from_utf8_lossy(&out.stdout);
         shown.trim().strip_prefix("1:").and_then(|s| s.parse().ok())
     }
-
-    pub async fn wait_exit(&self, pane: &str) -> i32 {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.exit_status(pane) {
-                return status;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the program in pane {pane} never exited:\n{}",
-                self.capture(pane)
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
 }
 
 impl Drop for Tmux {
