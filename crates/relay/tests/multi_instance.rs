@@ -399,11 +399,10 @@ fn two_instances_see_every_session_change(url: &str) {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = pg_config(dir.path(), url);
-    let (a, b) = (
-        Serve::builder(&config).spawn(),
-        Serve::builder(&config).spawn(),
-    );
-    let (a, b) = (a.ready(), b.ready());
+    // One after the other: the first migrates a fresh database (SQLite's migrator takes no lock
+    // across processes, unlike PostgreSQL's advisory lock, which the test above races on purpose).
+    let a = Serve::builder(&config).spawn().ready();
+    let b = Serve::builder(&config).spawn().ready();
     runtime.block_on(changes_reach_the_next_request(&config, &a.base, &b.base));
     drop((a, b));
 }
