@@ -11,6 +11,7 @@ mod bulk;
 mod injection;
 mod note_index;
 mod stemmer;
+mod writer;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -29,6 +30,9 @@ pub struct SqliteStore {
     writes: super::batch::LegWrites,
     /// Projects' notes in memory for injection, checked against their write version per leg.
     injection: Arc<injection::Injection>,
+    /// The connection note writes go through (remember's group commit, bulk fills).
+    writer: writer::NoteWriter,
+    remembers: writer::RememberBatcher,
 }
 
 impl SqliteStore {
@@ -58,8 +62,11 @@ impl SqliteStore {
         MIGRATOR.run(&pool).await.map_err(|e| {
             anyhow::anyhow!("cannot migrate SQLite database {}: {e}", path.display())
         })?;
+        let writer = writer::NoteWriter::open(&path, options.busy_timeout)?;
         Ok(Self {
             writes: batch::leg_writes(&pool),
+            remembers: writer.remembers(),
+            writer,
             pool,
             injection: injection::Injection::new(),
         })

@@ -4,13 +4,10 @@
 use async_trait::async_trait;
 
 use super::SqliteStore;
-use super::ranking::scope_token;
 use crate::domain::NoteText;
 use crate::store::rows::{self, NoteRow, note_columns};
-use crate::store::text::{folds_to, norm_hash};
-use crate::store::{
-    AuthStore, InjectBudget, MemoryStore, NewNote, Note, Remembered, StoreResult, note_id,
-};
+use crate::store::text::norm_hash;
+use crate::store::{AuthStore, InjectBudget, MemoryStore, NewNote, Note, Remembered, StoreResult};
 
 /// An edited note and its row key, which names its full-text row.
 #[derive(sqlx::FromRow)]
@@ -55,60 +52,8 @@ async fn delete_notes_where(
 #[async_trait]
 impl MemoryStore for SqliteStore {
     async fn remember(&self, note: NewNote) -> StoreResult<Remembered> {
-        let folded = note.text.folded();
-        let hash = norm_hash(&folded);
-        let project = note.project_id.as_str();
-        // IMMEDIATE takes the write lock first, so concurrent remembers queue on the busy timeout
-        // instead of failing to upgrade a read lock.
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let existing: Vec<(String, String)> = sqlx::query_as(
-            "SELECT id, note FROM notes WHERE user_id = ? AND project_id = ? AND norm_hash = ?",
-        )
-        .bind(&note.user_id)
-        .bind(project)
-        .bind(&hash)
-        .fetch_all(&mut *tx)
-        .await?;
-        if let Some((id, _)) = existing
-            .into_iter()
-            .find(|(_, text)| folds_to(text, &folded))
-        {
-            tx.rollback().await?;
-            return Ok(Remembered { id, created: false });
-        }
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO note_counters (user_id, project_id, last_seq) VALUES (?, ?, 1)
-             ON CONFLICT (user_id, project_id) DO UPDATE SET last_seq = last_seq + 1
-             RETURNING last_seq",
-        )
-        .bind(&note.user_id)
-        .bind(project)
-        .fetch_one(&mut *tx)
-        .await?;
-        let id = note_id(&note.user_id, project, seq);
-        let pk: i64 = sqlx::query_scalar(
-            "INSERT INTO notes (id, user_id, project_id, seq, note, norm_hash, author, mem_type, created_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING pk",
-        )
-        .bind(&id)
-        .bind(&note.user_id)
-        .bind(project)
-        .bind(seq)
-        .bind(note.text.as_str())
-        .bind(&hash)
-        .bind(&note.author)
-        .bind(&note.mem_type)
-        .bind(note.created_at)
-        .fetch_one(&mut *tx)
-        .await?;
-        sqlx::query("INSERT INTO notes_fts (rowid, note, scope) VALUES (?, ?, ?)")
-            .bind(pk)
-            .bind(note.text.as_str())
-            .bind(scope_token(&note.user_id, project))
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(Remembered { id, created: true })
+        // Concurrent remembers share one transaction on the note writer (see `writer`).
+        self.remembers.submit(note).await?
     }
 
     async fn recall(
