@@ -83,6 +83,9 @@ enum Command {
         /// Notes in the benchmark project (8 or fewer are injected whole, without a search).
         #[arg(long, default_value_t = 300)]
         notes: usize,
+        /// Run Relay on a fresh database of the `--postgres` server instead of SQLite.
+        #[arg(long)]
+        on_postgres: bool,
     },
 }
 
@@ -193,6 +196,7 @@ fn real_main() -> Result<ExitCode> {
         rate,
         secs,
         perf_out,
+        on_postgres,
         ..
     }) = cli.command
     {
@@ -201,6 +205,7 @@ fn real_main() -> Result<ExitCode> {
             rate,
             Duration::from_secs(secs),
             perf_out,
+            on_postgres.then_some(cli.postgres.as_str()),
         ))?;
         return Ok(ExitCode::SUCCESS);
     }

@@ -370,12 +370,34 @@ pub async fn profile(
     rate: u32,
     duration: Duration,
     perf_out: Option<PathBuf>,
+    on_postgres: Option<&str>,
+) -> Result<()> {
+    let db = match on_postgres {
+        Some(admin) => Some(postgres::FreshDb::create(admin).await?),
+        None => None,
+    };
+    let result = profile_on(opts, rate, duration, perf_out, db.as_ref()).await;
+    if let Some(db) = db {
+        db.drop_it().await?;
+    }
+    result
+}
+
+async fn profile_on(
+    opts: &Options,
+    rate: u32,
+    duration: Duration,
+    perf_out: Option<PathBuf>,
+    db: Option<&postgres::FreshDb>,
 ) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let http = http_client()?;
     let generator = load_generator(opts, dir.path())?;
     let mock = start_mock(opts).await?;
-    let config = relay::write_config(dir.path(), &mock.base_url())?;
+    let config = match db {
+        Some(db) => relay::write_config_on(dir.path(), &mock.base_url(), &db.url, "relay-pg.toml")?,
+        None => relay::write_config(dir.path(), &mock.base_url())?,
+    };
     let relay = start_relay(opts, &config, dir.path(), &http, 1).await?;
     let base = relay.base();
     let token = admin_token(opts, &config, &http, &base).await?;
@@ -403,14 +425,27 @@ pub async fn profile(
         ),
         None => None,
     };
-    let (result, cpu) =
-        measured(&generator, &target, Pace::Rate(rate), duration, relay.pid).await?;
+    let (result, cpu, db_cpu) = steps::measured_with_db(
+        &generator,
+        &target,
+        Pace::Rate(rate),
+        duration,
+        relay.pid,
+        db.map(|d| d.name.as_str()),
+    )
+    .await?;
     if let Some(mut perf) = perf {
         perf.wait().await?;
     }
     println!(
-        "{rate} legs/s for {duration:?}: p50 {:.3} p90 {:.3} p99 {:.3} ms, {:.0}/s served, {:.3} ms CPU per leg",
-        result.p50_ms, result.p90_ms, result.p99_ms, result.rps, cpu
+        "{rate} legs/s for {duration:?}: p50 {:.3} p90 {:.3} p99 {:.3} ms, {:.0}/s served, {:.2} % ok, {:.3} ms CPU per leg{}",
+        result.p50_ms,
+        result.p90_ms,
+        result.p99_ms,
+        result.rps,
+        result.success_ratio() * 100.0,
+        cpu,
+        db_cpu.map_or(String::new(), |c| format!(" (+ {c:.3} in PostgreSQL)"))
     );
     relay.stop().await?;
     mock.stop().await;

@@ -39,14 +39,14 @@ pub struct PostgresFigures {
 }
 
 /// A database of its own on the server, for one run.
-struct FreshDb {
+pub(super) struct FreshDb {
     admin: String,
-    name: String,
-    url: String,
+    pub(super) name: String,
+    pub(super) url: String,
 }
 
 impl FreshDb {
-    async fn create(admin: &str) -> Result<Self> {
+    pub(super) async fn create(admin: &str) -> Result<Self> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
@@ -70,7 +70,7 @@ impl FreshDb {
     }
 
     /// FORCE ends the sessions a Relay that did not stop cleanly may have left.
-    async fn drop_it(self) -> Result<()> {
+    pub(super) async fn drop_it(self) -> Result<()> {
         let mut conn = sqlx::PgConnection::connect(&self.admin).await?;
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS {} WITH (FORCE)",

@@ -23,14 +23,19 @@ impl PgStore {
         // terms are ORed by the migration's aggregate: user text is bound as data and never parsed
         // as tsquery syntax. ts_rank with normalisation 1 divides by the log of the note's length,
         // as bm25 discounts long notes in the SQLite backend; ties go to the newest.
+        // The query is built once (a MATERIALIZED CTE): as a subquery in FROM the planner may put
+        // it on the inner side of a nested loop and rebuild it for every note of the project,
+        // which made this statement cost 6-10 ms of PostgreSQL CPU with 300 notes.
         let rows: Vec<RankedRow> = sqlx::query_as(
-            "SELECT w.id, w.project_id, w.note, w.author, w.mem_type, w.created_at,
+            "WITH q AS MATERIALIZED (
+                 SELECT relay_tsquery_or(plainto_tsquery('english', term)) AS query
+                 FROM unnest($3::text[]) AS term
+             )
+             SELECT w.id, w.project_id, w.note, w.author, w.mem_type, w.created_at,
                     ts_rank(w.search, w.query, 1)::float8 AS score
              FROM (SELECT n.id, n.project_id, n.note, n.author, n.mem_type, n.created_at, n.seq,
                           n.search, q.query
-                   FROM notes n,
-                        (SELECT relay_tsquery_or(plainto_tsquery('english', term)) AS query
-                         FROM unnest($3::text[]) AS term) AS q
+                   FROM q, notes n
                    WHERE n.user_id = $1 AND n.project_id = $2 AND n.search @@ q.query
                    ORDER BY n.created_at DESC, n.seq DESC
                    LIMIT $4) AS w
