@@ -81,6 +81,8 @@ struct Frequencies {
 
 /// The indexes of one store.
 pub struct Injection {
+    /// The per-leg snapshot read inline; `None` reads it through sqlx.
+    reader: Option<SnapshotReader>,
     projects: Mutex<Projects>,
     frequencies: Mutex<Frequencies>,
     stemmer: Stemmer,
@@ -88,6 +90,54 @@ pub struct Injection {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What one leg reads first, in one statement (one read transaction, so the figures agree).
+const SNAPSHOT: &str = "SELECT (SELECT block FROM notes_fts_data WHERE id = 10) AS structure,
+        (SELECT block FROM notes_fts_data WHERE id = 1) AS averages,
+        c.version, c.rewritten
+ FROM (SELECT 1) LEFT JOIN note_counters c ON c.user_id = ?1 AND c.project_id = ?2";
+
+/// The snapshot read inline on a connection of its own, as the session check reads
+/// `auth_version` (`store::auth_cache::sqlite`): through sqlx it was a hand-off to the worker
+/// thread and back on every leg. A WAL read never waits for writers; should it meet a lock, it
+/// answers at once (no busy timeout) and the leg reads through sqlx instead.
+pub struct SnapshotReader {
+    conn: Mutex<rusqlite::Connection>,
+}
+
+impl SnapshotReader {
+    pub fn open(path: &std::path::Path) -> anyhow::Result<Self> {
+        let conn = rusqlite::Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .and_then(|c| c.busy_timeout(std::time::Duration::ZERO).map(|()| c))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot open SQLite database {} for injection checks: {e}",
+                path.display()
+            )
+        })?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn read(&self, user_id: &str, project_id: &str) -> rusqlite::Result<Snapshot> {
+        let conn = lock(&self.conn);
+        conn.prepare_cached(SNAPSHOT)?
+            .query_row([user_id, project_id], |row| {
+                let averages: Option<Vec<u8>> = row.get(1)?;
+                let version: Option<i64> = row.get(2)?;
+                let rewritten: Option<i64> = row.get(3)?;
+                Ok(Snapshot {
+                    structure: row.get::<_, Option<Vec<u8>>>(0)?.unwrap_or_default(),
+                    stats: averages.as_deref().and_then(decode_averages),
+                    version: version.zip(rewritten),
+                })
+            })
+    }
 }
 
 /// What one leg reads first.
@@ -100,16 +150,11 @@ struct Snapshot {
 }
 
 async fn snapshot(pool: &SqlitePool, user_id: &str, project_id: &str) -> StoreResult<Snapshot> {
-    let row = sqlx::query(
-        "SELECT (SELECT block FROM notes_fts_data WHERE id = 10) AS structure,
-                (SELECT block FROM notes_fts_data WHERE id = 1) AS averages,
-                c.version, c.rewritten
-         FROM (SELECT 1) LEFT JOIN note_counters c ON c.user_id = ? AND c.project_id = ?",
-    )
-    .bind(user_id)
-    .bind(project_id)
-    .fetch_one(pool)
-    .await?;
+    let row = sqlx::query(SNAPSHOT)
+        .bind(user_id)
+        .bind(project_id)
+        .fetch_one(pool)
+        .await?;
     let version: Option<i64> = row.try_get("version")?;
     let rewritten: Option<i64> = row.try_get("rewritten")?;
     let averages: Option<Vec<u8>> = row.try_get("averages")?;
@@ -123,8 +168,9 @@ async fn snapshot(pool: &SqlitePool, user_id: &str, project_id: &str) -> StoreRe
 }
 
 impl Injection {
-    pub fn new() -> Arc<Self> {
+    pub fn new(reader: Option<SnapshotReader>) -> Arc<Self> {
         Arc::new(Self {
+            reader,
             projects: Mutex::new(Projects::default()),
             frequencies: Mutex::new(Frequencies::default()),
             stemmer: Stemmer::default(),
@@ -141,7 +187,15 @@ impl Injection {
         query: &str,
         budget: InjectBudget,
     ) -> StoreResult<Option<Vec<Note>>> {
-        let snap = snapshot(pool, user_id, project_id).await?;
+        let inline = self.reader.as_ref().map(|r| r.read(user_id, project_id));
+        let snap = match inline {
+            Some(Ok(snap)) => snap,
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "injection snapshot read through sqlx");
+                snapshot(pool, user_id, project_id).await?
+            }
+            None => snapshot(pool, user_id, project_id).await?,
+        };
         let Some((version, _)) = snap.version else {
             // No counter: the project never had a note, or its counters were forgotten.
             self.forget(user_id, project_id);

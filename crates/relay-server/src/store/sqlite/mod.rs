@@ -68,7 +68,7 @@ impl SqliteStore {
             remembers: writer.remembers(),
             writer,
             pool,
-            injection: injection::Injection::new(),
+            injection: injection::Injection::new(Some(injection::SnapshotReader::open(&path)?)),
         })
     }
 
