@@ -4,6 +4,7 @@
 
 mod accounts;
 mod batch;
+mod checkpoint;
 mod notes;
 mod ranking;
 
@@ -33,6 +34,7 @@ pub struct SqliteStore {
     /// The connection note writes go through (remember's group commit, bulk fills).
     writer: writer::NoteWriter,
     remembers: writer::RememberBatcher,
+    _checkpoints: checkpoint::Checkpointer,
 }
 
 impl SqliteStore {
@@ -46,6 +48,8 @@ impl SqliteStore {
             // drop the last transactions, which a laptop or single-box deployment accepts.
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(options.busy_timeout)
+            // Checkpoints run in the background (see `checkpoint`), never inside a commit.
+            .pragma("wal_autocheckpoint", "0")
             .foreign_keys(true);
         let path = connect.get_filename().to_owned();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -64,6 +68,7 @@ impl SqliteStore {
         })?;
         let writer = writer::NoteWriter::open(&path, options.busy_timeout)?;
         Ok(Self {
+            _checkpoints: checkpoint::Checkpointer::start(&path)?,
             writes: batch::leg_writes(&pool),
             remembers: writer.remembers(),
             writer,

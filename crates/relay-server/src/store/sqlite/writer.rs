@@ -63,6 +63,7 @@ impl NoteWriter {
         conn.busy_timeout(busy)
             .and_then(|()| conn.pragma_update(None, "synchronous", "NORMAL"))
             .and_then(|()| conn.pragma_update(None, "foreign_keys", "ON"))
+            .and_then(|()| conn.pragma_update(None, "wal_autocheckpoint", 0)) // see `checkpoint`
             .map_err(|e| anyhow::anyhow!("cannot configure the note write connection: {e}"))?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),

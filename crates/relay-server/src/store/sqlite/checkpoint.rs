@@ -1,0 +1,145 @@
+//! WAL checkpoints in the background, so that no request waits for one.
+//!
+//! SQLite's default moves the write-ahead log back into the database file from inside a commit
+//! once the log passes 1,000 pages: that commit copies the pages and syncs the file, and every
+//! request queued behind it waits. Under remember load this was the whole p99 (about 22 ms, one
+//! commit in a few hundred). Relay's connections turn that off (`wal_autocheckpoint = 0`) and this
+//! task runs a PASSIVE checkpoint on a connection of its own once a second instead (every 100 ms
+//! cost about 0.1 ms of CPU per leg more: a hot page is copied once per checkpoint):
+//! PASSIVE never blocks readers or writers, it copies what it can, and the log is reused from the
+//! start once a checkpoint has caught up. `journal_size_limit` trims the file back afterwards. When
+//! the last connection closes, SQLite checkpoints what is left, as it always does.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// How often the log is checkpointed.
+const EVERY: Duration = Duration::from_secs(1);
+
+/// The log file is truncated back to this size after a checkpoint that caught up.
+pub const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+
+/// Stops the task when the store goes.
+pub struct Checkpointer {
+    _stop: DropGuard,
+}
+
+impl Checkpointer {
+    /// Opens a connection to the (already migrated) file and starts checkpointing.
+    pub fn start(path: &Path) -> anyhow::Result<Self> {
+        let conn = rusqlite::Connection::open(path)
+            .and_then(|c| {
+                c.busy_timeout(Duration::ZERO)?;
+                c.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT)?;
+                Ok(c)
+            })
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot open SQLite database {} for checkpoints: {e}",
+                    path.display()
+                )
+            })?;
+        let conn = Arc::new(Mutex::new(conn));
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut failing = false;
+            loop {
+                tokio::select! {
+                    () = stopped.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                let conn = conn.clone();
+                let done = tokio::task::spawn_blocking(move || {
+                    let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
+                    checkpoint(&conn)
+                })
+                .await;
+                match done {
+                    Ok(Ok(())) => failing = false,
+                    Ok(Err(e)) if !failing => {
+                        failing = true;
+                        tracing::warn!(error = %e, "WAL checkpoint failed; retrying");
+                    }
+                    Ok(Err(_)) => {}
+                    // The runtime is going away.
+                    Err(_) => return,
+                }
+            }
+        });
+        Ok(Self {
+            _stop: stop.drop_guard(),
+        })
+    }
+}
+
+fn checkpoint(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use crate::domain::{NoteText, ProjectId};
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::{NewNote, StoreOptions};
+
+    /// The notes in the database file alone, as a copy without its log sees them.
+    fn notes_in_the_file(db: &std::path::Path, scratch: &std::path::Path) -> i64 {
+        let copy = scratch.join("copy.db");
+        std::fs::copy(db, &copy).unwrap();
+        let conn = rusqlite::Connection::open(&copy).unwrap();
+        let n = conn
+            .query_row("SELECT count(*) FROM notes", [], |r| r.get(0))
+            .unwrap_or(-1);
+        drop(conn);
+        let _ = std::fs::remove_file(&copy);
+        n
+    }
+
+    #[tokio::test]
+    async fn committed_notes_reach_the_database_file_without_a_commit_checkpointing() {
+        let dir = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let db = dir.path().join("relay.db");
+        let options = StoreOptions {
+            max_connections: 4,
+            busy_timeout: std::time::Duration::from_secs(5),
+        };
+        let store = SqliteStore::open(&format!("sqlite://{}", db.display()), &options)
+            .await
+            .unwrap();
+        let notes: Vec<NewNote> = (0..2_000)
+            .map(|i| NewNote {
+                user_id: "u1".into(),
+                project_id: ProjectId::parse("p").unwrap(),
+                text: NoteText::parse(&format!("note number {i}"), "note").unwrap(),
+                author: "user".into(),
+                mem_type: "note".into(),
+                created_at: 1.0,
+            })
+            .collect();
+        store.insert_notes_bulk(&notes).await.unwrap();
+        // Commits never checkpoint (wal_autocheckpoint = 0): only the background task moves the
+        // notes from the log into the file, within about a second.
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let mut seen = notes_in_the_file(&db, scratch.path());
+        while seen != 2_000 && Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            seen = notes_in_the_file(&db, scratch.path());
+        }
+        assert_eq!(seen, 2_000, "the log was not checkpointed into the file");
+        let wal = std::fs::metadata(dir.path().join("relay.db-wal")).map_or(0, |m| m.len());
+        assert!(
+            wal <= super::JOURNAL_SIZE_LIMIT as u64,
+            "the log kept {wal} bytes"
+        );
+        drop(store);
+    }
+}
