@@ -49,7 +49,10 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(options.busy_timeout)
             // Checkpoints run in the background (see `checkpoint`), never inside a commit.
-            .pragma("wal_autocheckpoint", "0")
+            .pragma(
+                "wal_autocheckpoint",
+                checkpoint::COMMIT_CHECKPOINT_PAGES.to_string(),
+            )
             .foreign_keys(true);
         let path = connect.get_filename().to_owned();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
