@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use relay_server::domain::{NoteText, ProjectId};
+use relay_server::domain::{Author, MemType, NoteText, ProjectId};
 use relay_server::store::sqlite::SqliteStore;
 use relay_server::store::{InjectBudget, MemoryStore, NewNote, StoreOptions};
 use serde::Serialize;
@@ -85,8 +85,8 @@ pub async fn measure_growth(
             user_id: user.into(),
             project_id: project.clone(),
             text: NoteText::parse(&note(rng, i), "note").map_err(anyhow::Error::msg)?,
-            author: "user".into(),
-            mem_type: "note".into(),
+            author: Author::default(),
+            mem_type: MemType::default(),
             created_at: 1_700_000_000.0 + i as f64,
         })
     };

@@ -211,31 +211,127 @@ impl NoteText {
     }
 }
 
-/// A note's author: at most 64 characters, default `user`.
-pub fn parse_author(raw: Option<&str>) -> Result<String, String> {
-    let author = raw
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .unwrap_or("user");
-    if author.chars().count() > 64 {
-        return Err("author is longer than 64 characters".into());
+/// A note's id: `mem#<user>#<project>#<n>`, numbered per (user, project) by the store.
+///
+/// Parsed from a request path or body, any text without control characters is an id that can be
+/// looked up (it names no note unless the store issued it); no stored id holds a control character
+/// (PostgreSQL cannot even compare against a NUL), so `parse` turns such text away.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NoteId(String);
+
+impl NoteId {
+    /// `None` when `raw` cannot name a stored note.
+    pub fn parse(raw: &str) -> Option<Self> {
+        (!raw.chars().any(char::is_control)).then(|| Self(raw.to_owned()))
     }
-    if author.chars().any(char::is_control) {
-        return Err("author may not contain control characters".into());
+
+    /// The id of the `seq`-th note of (user, project).
+    pub fn issue(user_id: &str, project_id: &str, seq: i64) -> Self {
+        Self(format!("mem#{user_id}#{project_id}#{seq}"))
     }
-    Ok(author.to_owned())
+
+    /// An id read back from the store, which only holds ids it issued.
+    pub fn from_stored(id: String) -> Self {
+        Self(id)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
 }
 
-/// A note's kind, default `note`.
-pub fn parse_mem_type(raw: Option<&str>) -> Result<String, String> {
-    let t = raw.unwrap_or("note");
-    if relay_wire::memory::MEM_TYPES.contains(&t) {
-        Ok(t.to_owned())
-    } else {
-        Err(format!(
-            "mem_type `{t}` is not one of {}",
-            relay_wire::memory::MEM_TYPES.join(", ")
-        ))
+impl fmt::Display for NoteId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An id compares with the text it was parsed from.
+impl PartialEq<&str> for NoteId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// A note's author: at most 64 characters, no control characters; `user` when absent or blank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Author(String);
+
+impl Author {
+    pub fn parse(raw: Option<&str>) -> Result<Self, String> {
+        let author = raw
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .unwrap_or("user");
+        if author.chars().count() > 64 {
+            return Err("author is longer than 64 characters".into());
+        }
+        if author.chars().any(char::is_control) {
+            return Err("author may not contain control characters".into());
+        }
+        Ok(Self(author.to_owned()))
+    }
+
+    /// An author read back from the store, which only holds parsed ones.
+    pub fn from_stored(author: String) -> Self {
+        Self(author)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+/// What a note gets when the request names no author.
+impl Default for Author {
+    fn default() -> Self {
+        Self("user".to_owned())
+    }
+}
+
+/// A note's kind: one of `relay_wire::memory::MEM_TYPES`; `note` when absent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemType(String);
+
+impl MemType {
+    pub fn parse(raw: Option<&str>) -> Result<Self, String> {
+        let t = raw.unwrap_or("note");
+        if relay_wire::memory::MEM_TYPES.contains(&t) {
+            Ok(Self(t.to_owned()))
+        } else {
+            Err(format!(
+                "mem_type `{t}` is not one of {}",
+                relay_wire::memory::MEM_TYPES.join(", ")
+            ))
+        }
+    }
+
+    /// A kind read back from the store, which only holds parsed ones.
+    pub fn from_stored(mem_type: String) -> Self {
+        Self(mem_type)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+/// What a note gets when the request names no kind.
+impl Default for MemType {
+    fn default() -> Self {
+        Self("note".to_owned())
     }
 }
 
@@ -272,5 +368,50 @@ mod note_tests {
             NoteText::parse("a  b\n\tc", "note").unwrap().folded(),
             "a b c"
         );
+    }
+
+    #[test]
+    fn defaults_are_what_an_absent_field_parses_to() {
+        assert_eq!(Author::default(), Author::parse(None).unwrap());
+        assert_eq!(MemType::default(), MemType::parse(None).unwrap());
+    }
+
+    #[test]
+    fn note_ids() {
+        let issued = NoteId::issue("u_1", "p1", 3);
+        assert_eq!(issued.as_str(), "mem#u_1#p1#3");
+        assert_eq!(NoteId::parse("mem#u_1#p1#3"), Some(issued));
+        // Any other text is an id that may name no note; control characters never do.
+        assert!(NoteId::parse("not-an-id").is_some());
+        for bad in ["mem#u#p#1\0", "a\nb", "\u{7f}"] {
+            assert!(NoteId::parse(bad).is_none(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn authors() {
+        assert_eq!(Author::parse(None).unwrap().as_str(), "user");
+        assert_eq!(Author::parse(Some("  ")).unwrap().as_str(), "user");
+        assert_eq!(Author::parse(Some(" claude ")).unwrap().as_str(), "claude");
+        assert!(Author::parse(Some(&"é".repeat(64))).is_ok());
+        assert_eq!(
+            Author::parse(Some(&"a".repeat(65))).unwrap_err(),
+            "author is longer than 64 characters"
+        );
+        assert_eq!(
+            Author::parse(Some("a\u{1b}b")).unwrap_err(),
+            "author may not contain control characters"
+        );
+    }
+
+    #[test]
+    fn mem_types() {
+        assert_eq!(MemType::parse(None).unwrap().as_str(), "note");
+        for t in relay_wire::memory::MEM_TYPES {
+            assert_eq!(MemType::parse(Some(t)).unwrap().as_str(), t);
+        }
+        let e = MemType::parse(Some("Note")).unwrap_err();
+        assert!(e.starts_with("mem_type `Note` is not one of note"), "{e}");
+        assert!(MemType::parse(Some("")).is_err());
     }
 }

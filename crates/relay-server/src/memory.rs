@@ -11,7 +11,7 @@ use relay_wire::memory::{
 };
 use relay_wire::{ErrorBody, OkResponse};
 
-use crate::domain::{NoteText, ProjectId, parse_author, parse_mem_type};
+use crate::domain::{Author, MemType, NoteId, NoteText, ProjectId};
 use crate::error::{ApiError, ApiResult, Shaped};
 use crate::extract::{Caller, Json, Query};
 use crate::state::AppState;
@@ -47,8 +47,8 @@ pub async fn remember(
     let caller = caller?;
     let project_id = required_project(body.project_id.as_deref(), body.project.as_deref())?;
     let text = NoteText::parse(&body.note, "note").map_err(ApiError::invalid)?;
-    let author = parse_author(body.author.as_deref()).map_err(ApiError::invalid)?;
-    let mem_type = parse_mem_type(body.mem_type.as_deref()).map_err(ApiError::invalid)?;
+    let author = Author::parse(body.author.as_deref()).map_err(ApiError::invalid)?;
+    let mem_type = MemType::parse(body.mem_type.as_deref()).map_err(ApiError::invalid)?;
     state
         .memory()
         .remember(NewNote {
@@ -179,13 +179,13 @@ pub async fn delete_notes(
     let user = caller.user_id();
     // Priority when several selectors are present: id, then project_id, then all (spec §4.4 rule 3).
     let deleted = if let Some(id) = &body.id {
-        if !storable_id(id) {
+        let Some(id) = NoteId::parse(id) else {
             return Ok(axum::Json(DeleteResponse {
                 ok: true,
                 deleted: 0,
             }));
-        }
-        memory.delete_note(user, id).await
+        };
+        memory.delete_note(user, &id).await
     } else if let Some(project) =
         ProjectId::from_pair(body.project_id.as_deref(), body.project.as_deref())
             .map_err(ApiError::invalid)?
@@ -245,12 +245,12 @@ pub async fn delete_note(
     Path(id): Path<String>,
 ) -> Answer<DeleteResponse, DeleteEmptied> {
     let caller = caller?;
-    if !storable_id(&id) {
+    let Some(id) = NoteId::parse(&id) else {
         return Ok(axum::Json(DeleteResponse {
             ok: true,
             deleted: 0,
         }));
-    }
+    };
     let deleted = state.memory().delete_note(caller.user_id(), &id).await?;
     Ok(axum::Json(DeleteResponse { ok: true, deleted }))
 }
@@ -273,9 +273,7 @@ pub async fn patch_note(
     Json(body): Json<PatchRequest>,
 ) -> Answer<PatchResponse, OkEmptied> {
     let caller = caller?;
-    if !storable_id(&id) {
-        return Err(ApiError::not_found("no such note").into());
-    }
+    let id = NoteId::parse(&id).ok_or_else(|| ApiError::not_found("no such note"))?;
     let memory = state.memory();
     let note = match &body.content {
         Some(content) => {
@@ -290,10 +288,4 @@ pub async fn patch_note(
         ok: true,
         item: note.into(),
     }))
-}
-
-/// No stored id holds a control character (PostgreSQL cannot even compare against a NUL), so such
-/// an id is answered as unknown without asking the store.
-fn storable_id(id: &str) -> bool {
-    !id.chars().any(char::is_control)
 }

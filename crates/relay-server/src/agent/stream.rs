@@ -91,7 +91,8 @@ pub async fn open(
                         .observe(sent.elapsed().as_secs_f64());
                     state.metrics().notes_injected.inc_by(notes.len() as u64);
                     quota.served().await;
-                    let note_ids: Vec<String> = notes.iter().map(|n| n.id.clone()).collect();
+                    let note_ids: Vec<String> =
+                        notes.iter().map(|n| n.id.as_str().to_owned()).collect();
                     let start = AgentEvent::Start {
                         request_id,
                         model: model.name.clone(),

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::domain::{Email, NoteText, ProjectId, Role};
+use crate::domain::{Author, Email, MemType, NoteId, NoteText, ProjectId, Role};
 
 /// What can go wrong in a store, in the terms handlers act on.
 ///
@@ -172,24 +172,24 @@ pub trait AuthStore: Send + Sync {
 /// A note as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Note {
-    pub id: String,
+    pub id: NoteId,
     pub project_id: String,
     pub note: String,
-    pub author: String,
-    pub mem_type: String,
+    pub author: Author,
+    pub mem_type: MemType,
     pub created_at: f64,
 }
 
 impl From<Note> for relay_wire::memory::MemoryNote {
     fn from(n: Note) -> Self {
         Self {
-            id: n.id,
+            id: n.id.into_string(),
             project_id: n.project_id,
             note: n.note,
-            author: n.author,
+            author: n.author.into_string(),
             created_at: n.created_at,
             pinned: false,
-            mem_type: n.mem_type,
+            mem_type: n.mem_type.into_string(),
         }
     }
 }
@@ -200,15 +200,15 @@ pub struct NewNote {
     pub user_id: String,
     pub project_id: ProjectId,
     pub text: NoteText,
-    pub author: String,
-    pub mem_type: String,
+    pub author: Author,
+    pub mem_type: MemType,
     pub created_at: f64,
 }
 
 /// The outcome of `remember`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Remembered {
-    pub id: String,
+    pub id: NoteId,
     /// False when an equal note (whitespace folded) was already in the project.
     pub created: bool,
 }
@@ -218,11 +218,6 @@ pub struct Remembered {
 pub struct InjectBudget {
     pub max_notes: usize,
     pub max_chars: usize,
-}
-
-/// The id of the `seq`-th note of (user, project).
-pub fn note_id(user_id: &str, project_id: &str, seq: i64) -> String {
-    format!("mem#{user_id}#{project_id}#{seq}")
 }
 
 /// Project memory (notes) and open-mode usage.
@@ -244,16 +239,16 @@ pub trait MemoryStore: Send + Sync {
         offset: u64,
     ) -> StoreResult<(u64, Vec<Note>)>;
     /// Deletes one note of the user; 0 when there is none with that id (or it is another user's).
-    async fn delete_note(&self, user_id: &str, id: &str) -> StoreResult<u64>;
+    async fn delete_note(&self, user_id: &str, id: &NoteId) -> StoreResult<u64>;
     /// Deletes one project's notes of the user.
     async fn delete_project(&self, user_id: &str, project_id: &str) -> StoreResult<u64>;
     /// One note of the user; `None` when the user has no note with that id.
-    async fn get_note(&self, user_id: &str, id: &str) -> StoreResult<Option<Note>>;
+    async fn get_note(&self, user_id: &str, id: &NoteId) -> StoreResult<Option<Note>>;
     /// Replaces a note's text; `None` when the user has no note with that id.
     async fn edit_note(
         &self,
         user_id: &str,
-        id: &str,
+        id: &NoteId,
         text: &NoteText,
     ) -> StoreResult<Option<Note>>;
     /// The notes to inject into an agent leg: the whole project, oldest first, when it fits the

@@ -97,14 +97,15 @@ pub fn select(ranked: Vec<(Note, f64)>, budget: InjectBudget) -> Vec<Note> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::{Author, MemType, NoteId};
 
     fn note(id: &str, text: &str) -> Note {
         Note {
-            id: id.into(),
+            id: NoteId::from_stored(id.into()),
             project_id: "p".into(),
             note: text.into(),
-            author: "user".into(),
-            mem_type: "note".into(),
+            author: Author::default(),
+            mem_type: MemType::default(),
             created_at: 0.0,
         }
     }

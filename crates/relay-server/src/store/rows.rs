@@ -3,6 +3,7 @@
 
 use super::{Note, StoreError, StoreResult, User};
 use crate::domain::Role;
+use crate::domain::{Author, MemType, NoteId};
 
 /// The columns `UserRow` reads, spliced into queries at compile time.
 macro_rules! user_columns {
@@ -92,11 +93,11 @@ pub(crate) struct NoteRow {
 impl From<NoteRow> for Note {
     fn from(row: NoteRow) -> Self {
         Self {
-            id: row.id,
+            id: NoteId::from_stored(row.id),
             project_id: row.project_id,
             note: row.note,
-            author: row.author,
-            mem_type: row.mem_type,
+            author: Author::from_stored(row.author),
+            mem_type: MemType::from_stored(row.mem_type),
             created_at: row.created_at,
         }
     }

@@ -441,30 +441,10 @@ async fn twenty_concurrent_legs_with_five_units_left_admit_exactly_five() {
     let fake = FakeUpstream::start().await;
     let app = auth_app(&fake, 5).await;
     let token = app.user("burst@example.com").await;
-    let mut tasks = Vec::new();
-    for i in 0..20 {
-        let (client, url, token) = (
-            app.client.clone(),
-            app.url("/v1/agent/stream"),
-            token.clone(),
-        );
-        tasks.push(tokio::spawn(async move {
-            let r = client
-                .post(url)
-                .bearer_auth(token)
-                .json(&user_says(&format!("leg {i}")))
-                .send()
-                .await
-                .unwrap();
-            let status = r.status();
-            let text = r.text().await.unwrap();
-            (status, text)
-        }));
-    }
+    let bodies = (0..20).map(|i| user_says(&format!("leg {i}"))).collect();
     let mut ok = 0;
     let mut refused = 0;
-    for t in tasks {
-        let (status, text) = t.await.unwrap();
+    for (status, text) in app.concurrent_legs(&token, bodies).await {
         match status {
             StatusCode::OK => ok += 1,
             StatusCode::FORBIDDEN => {

@@ -379,27 +379,9 @@ async fn a_storm_of_429s_and_500s_leaves_no_stream_open_and_every_leg_terminated
     }
     let app = auth_app(&fake, 1_000).await;
     let token = app.user("storm@example.com").await;
-    let mut tasks = Vec::new();
-    for _ in 0..20 {
-        let (client, url, token) = (
-            app.client.clone(),
-            app.url("/v1/agent/stream"),
-            token.clone(),
-        );
-        tasks.push(tokio::spawn(async move {
-            let r = client
-                .post(url)
-                .bearer_auth(token)
-                .json(&user_says("x"))
-                .send()
-                .await
-                .unwrap();
-            (r.status(), r.text().await.unwrap())
-        }));
-    }
+    let bodies = (0..20).map(|_| user_says("x")).collect();
     let mut served = 0;
-    for t in tasks {
-        let (code, text) = t.await.unwrap();
+    for (code, text) in app.concurrent_legs(&token, bodies).await {
         if code == StatusCode::OK {
             served += 1;
             let lines: Vec<Value> = text

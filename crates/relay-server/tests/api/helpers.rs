@@ -171,6 +171,37 @@ impl TestApp {
             .unwrap()
     }
 
+    /// Posts every body to `/v1/agent/stream` at once as `token`; each leg's status and whole
+    /// response text, in the order of `bodies`.
+    pub async fn concurrent_legs(
+        &self,
+        token: &str,
+        bodies: Vec<Value>,
+    ) -> Vec<(StatusCode, String)> {
+        let legs = bodies.into_iter().map(|b| {
+            let (client, url, token) = (
+                self.client.clone(),
+                self.url("/v1/agent/stream"),
+                token.to_owned(),
+            );
+            tokio::spawn(async move {
+                let r = client
+                    .post(url)
+                    .bearer_auth(token)
+                    .json(&b)
+                    .send()
+                    .await
+                    .unwrap();
+                (r.status(), r.text().await.unwrap())
+            })
+        });
+        let mut out = Vec::new();
+        for leg in legs.collect::<Vec<_>>() {
+            out.push(leg.await.unwrap());
+        }
+        out
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use relay_server::Stores;
-use relay_server::domain::NoteText;
+use relay_server::domain::{NoteId, NoteText};
 use relay_server::store::{
     InjectBudget, MemoryStore, NewNote, Note, Remembered, StoreError, StoreResult,
 };
@@ -51,7 +51,7 @@ impl MemoryStore for Switchable {
         self.check()?;
         self.inner.list_notes(u, p, l, o).await
     }
-    async fn delete_note(&self, u: &str, id: &str) -> StoreResult<u64> {
+    async fn delete_note(&self, u: &str, id: &NoteId) -> StoreResult<u64> {
         self.check()?;
         self.inner.delete_note(u, id).await
     }
@@ -59,11 +59,11 @@ impl MemoryStore for Switchable {
         self.check()?;
         self.inner.delete_project(u, p).await
     }
-    async fn get_note(&self, u: &str, id: &str) -> StoreResult<Option<Note>> {
+    async fn get_note(&self, u: &str, id: &NoteId) -> StoreResult<Option<Note>> {
         self.check()?;
         self.inner.get_note(u, id).await
     }
-    async fn edit_note(&self, u: &str, id: &str, t: &NoteText) -> StoreResult<Option<Note>> {
+    async fn edit_note(&self, u: &str, id: &NoteId, t: &NoteText) -> StoreResult<Option<Note>> {
         self.check()?;
         self.inner.edit_note(u, id, t).await
     }

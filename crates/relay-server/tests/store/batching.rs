@@ -3,27 +3,16 @@
 //! the quota exact for one user with many legs, for many users at once, and across two stores
 //! (instances) sharing one database; a failed batch fails each of its callers alike.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
-
-#[path = "support/pg.rs"]
-mod pg;
-
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use relay_server::domain::{Email, Role};
-use relay_server::store::{
-    Admission, AuthStore, Backend, NewUser, Opener, StoreError, StoreOptions,
-};
+use relay_server::store::{Admission, AuthStore, Backend, NewUser, Opener, StoreError};
 
-const OPTIONS: StoreOptions = StoreOptions {
-    max_connections: 8,
-    busy_timeout: Duration::from_secs(5),
-};
+use crate::{OPTIONS, pg};
 
 /// Two stores opened separately on one database (two instances), and what keeps it alive.
-struct Fixture {
+struct Instances {
     one: Backend,
     two: Backend,
     url: String,
@@ -31,7 +20,7 @@ struct Fixture {
     _db: Option<pg::TestDb>,
 }
 
-impl Fixture {
+impl Instances {
     async fn sqlite() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("relay.db").display());
@@ -101,13 +90,13 @@ impl Fixture {
     }
 }
 
-macro_rules! both_backends {
+macro_rules! both_instances {
     ($($scenario:ident),* $(,)?) => {
         mod sqlite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $scenario() {
-                    super::$scenario(&super::Fixture::sqlite().await).await;
+                    super::$scenario(&super::Instances::sqlite().await).await;
                 }
             )*
         }
@@ -115,14 +104,14 @@ macro_rules! both_backends {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $scenario() {
-                    super::$scenario(&super::Fixture::postgres().await).await;
+                    super::$scenario(&super::Instances::postgres().await).await;
                 }
             )*
         }
     };
 }
 
-both_backends!(
+both_instances!(
     many_legs_of_one_user_take_exactly_what_is_left,
     many_users_at_once_each_get_exactly_their_quota,
     two_instances_share_one_quota_exactly,
@@ -157,7 +146,7 @@ async fn admit_all(
     admitted
 }
 
-async fn many_legs_of_one_user_take_exactly_what_is_left(f: &Fixture) {
+async fn many_legs_of_one_user_take_exactly_what_is_left(f: &Instances) {
     f.user("solo", Role::User, 50).await;
     let stores = [f.one.auth.clone()];
     let admitted = admit_all(&stores, &["solo"], 300).await;
@@ -171,7 +160,7 @@ async fn many_legs_of_one_user_take_exactly_what_is_left(f: &Fixture) {
     assert_eq!(f.used("last").await, 1);
 }
 
-async fn many_users_at_once_each_get_exactly_their_quota(f: &Fixture) {
+async fn many_users_at_once_each_get_exactly_their_quota(f: &Instances) {
     let mut users = Vec::new();
     for i in 0..30 {
         users.push(format!("user{i:02}"));
@@ -193,7 +182,7 @@ async fn many_users_at_once_each_get_exactly_their_quota(f: &Fixture) {
     assert_eq!(admitted["ghost"], 0, "no account, no unit");
 }
 
-async fn two_instances_share_one_quota_exactly(f: &Fixture) {
+async fn two_instances_share_one_quota_exactly(f: &Instances) {
     f.user("shared", Role::User, 40).await;
     f.user("other", Role::User, 3).await;
     let stores = [f.one.auth.clone(), f.two.auth.clone()];
@@ -204,7 +193,7 @@ async fn two_instances_share_one_quota_exactly(f: &Fixture) {
     assert_eq!(f.used("other").await, 3);
 }
 
-async fn concurrent_refunds_give_back_each_unit_once(f: &Fixture) {
+async fn concurrent_refunds_give_back_each_unit_once(f: &Instances) {
     f.user("r", Role::User, 30).await;
     let admitted = admit_all(std::slice::from_ref(&f.one.auth), &["r"], 30).await;
     assert_eq!(admitted["r"], 30);
@@ -235,7 +224,7 @@ async fn concurrent_refunds_give_back_each_unit_once(f: &Fixture) {
     );
 }
 
-async fn concurrent_open_mode_legs_are_each_counted(f: &Fixture) {
+async fn concurrent_open_mode_legs_are_each_counted(f: &Instances) {
     let before = f.one.memory.open_legs().await.unwrap();
     let counts: Vec<_> = (0..150)
         .map(|i| {
@@ -249,7 +238,7 @@ async fn concurrent_open_mode_legs_are_each_counted(f: &Fixture) {
     assert_eq!(f.one.memory.open_legs().await.unwrap(), before + 150);
 }
 
-async fn a_failed_batch_fails_each_caller_alike_and_the_next_batch_works(f: &Fixture) {
+async fn a_failed_batch_fails_each_caller_alike_and_the_next_batch_works(f: &Instances) {
     f.user("f", Role::User, 100).await;
     f.execute("ALTER TABLE users RENAME TO users_away").await;
     let calls: Vec<_> = (0..40)

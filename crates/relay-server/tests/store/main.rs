@@ -4,7 +4,8 @@
 //!
 //! Scenarios sit by area: accounts, sessions, quota and the waitlist (`accounts`); remembering,
 //! listing and deleting notes (`notes`); the full-text index and injection (`ranking`); opening and
-//! migrating (`migrations`). This file holds the fixture and the helpers they share.
+//! migrating (`migrations`); group commit of the leg's writes across two instances (`batching`).
+//! This file holds the fixture and the helpers they share.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
@@ -13,7 +14,7 @@ mod pg;
 
 use std::time::Duration;
 
-use relay_server::domain::{Email, NoteText, ProjectId, Role};
+use relay_server::domain::{Author, Email, MemType, NoteText, ProjectId, Role};
 use relay_server::store::{Backend, NewNote, NewUser, Opener, StoreOptions};
 
 const OPTIONS: StoreOptions = StoreOptions {
@@ -162,6 +163,7 @@ macro_rules! conformance {
 }
 
 mod accounts;
+mod batching;
 mod migrations;
 mod notes;
 mod ranking;
@@ -191,13 +193,18 @@ fn new_user(id: &str, email: &str, role: Role, limit: i64, created_at: f64) -> N
     }
 }
 
+/// A note id as a request would carry it.
+fn note_id(id: &str) -> relay_server::domain::NoteId {
+    relay_server::domain::NoteId::parse(id).unwrap()
+}
+
 fn note(user: &str, project: &str, text: &str, created_at: f64) -> NewNote {
     NewNote {
         user_id: user.into(),
         project_id: ProjectId::parse(project).unwrap(),
         text: NoteText::parse(text, "note").unwrap(),
-        author: "user".into(),
-        mem_type: "note".into(),
+        author: Author::default(),
+        mem_type: MemType::default(),
         created_at,
     }
 }

@@ -57,7 +57,11 @@ async fn remember_numbers_per_project_and_dedupes_folded_text(f: &Fixture) {
             .id,
         "mem#u2#p#1"
     );
-    let stored = mem.get_note("u1", "mem#u1#p#1").await.unwrap().unwrap();
+    let stored = mem
+        .get_note("u1", &crate::note_id("mem#u1#p#1"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (
             stored.note.as_str(),
@@ -70,8 +74,8 @@ async fn remember_numbers_per_project_and_dedupes_folded_text(f: &Fixture) {
         "stored as given"
     );
     let mut typed = note("u1", "p", "a decision", 7.5);
-    typed.author = "agent".into();
-    typed.mem_type = "decision".into();
+    typed.author = relay_server::domain::Author::parse(Some("agent")).unwrap();
+    typed.mem_type = relay_server::domain::MemType::parse(Some("decision")).unwrap();
     let id = mem.remember(typed).await.unwrap().id;
     let got = mem.get_note("u1", &id).await.unwrap().unwrap();
     assert_eq!(
@@ -91,7 +95,12 @@ async fn ids_are_never_reused_after_deletes(f: &Fixture) {
             .await
             .unwrap();
     }
-    assert_eq!(mem.delete_note("u1", "mem#u1#p#3").await.unwrap(), 1);
+    assert_eq!(
+        mem.delete_note("u1", &crate::note_id("mem#u1#p#3"))
+            .await
+            .unwrap(),
+        1
+    );
     assert_eq!(
         mem.remember(note("u1", "p", "n4", 4.0)).await.unwrap().id,
         "mem#u1#p#4"
@@ -143,7 +152,7 @@ async fn concurrent_remembers_get_distinct_gap_free_ids(f: &Fixture) {
     for t in tasks {
         let r = t.await.unwrap();
         assert!(r.created);
-        let seq: i64 = r.id.rsplit('#').next().unwrap().parse().unwrap();
+        let seq: i64 = r.id.as_str().rsplit('#').next().unwrap().parse().unwrap();
         assert!(seqs.insert(seq), "id {} given twice", r.id);
     }
     assert_eq!(seqs, (1..=40).collect::<BTreeSet<_>>());
@@ -165,7 +174,11 @@ async fn concurrent_equal_remembers_store_one_note(f: &Fixture) {
         let mut created = 0;
         for t in tasks {
             let r = t.await.unwrap();
-            assert_eq!(r.id, format!("mem#u1#p#{round}"), "round {round}");
+            assert_eq!(
+                r.id.to_string(),
+                format!("mem#u1#p#{round}"),
+                "round {round}"
+            );
             created += usize::from(r.created);
         }
         assert_eq!(created, 1, "round {round}");
@@ -272,18 +285,37 @@ async fn deletes_touch_only_the_callers_notes(f: &Fixture) {
     mem.remember(note("u1", "q", "a3", 3.0)).await.unwrap();
     mem.remember(note("u2", "p", "b1", 4.0)).await.unwrap();
     assert_eq!(
-        mem.delete_note("u2", "mem#u1#p#1").await.unwrap(),
+        mem.delete_note("u2", &crate::note_id("mem#u1#p#1"))
+            .await
+            .unwrap(),
         0,
         "not u2's"
     );
-    assert_eq!(mem.delete_note("u1", "mem#u1#p#9").await.unwrap(), 0);
-    assert_eq!(mem.delete_note("u1", "mem#u1#p#1").await.unwrap(), 1);
     assert_eq!(
-        mem.delete_note("u1", "mem#u1#p#1").await.unwrap(),
+        mem.delete_note("u1", &crate::note_id("mem#u1#p#9"))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        mem.delete_note("u1", &crate::note_id("mem#u1#p#1"))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        mem.delete_note("u1", &crate::note_id("mem#u1#p#1"))
+            .await
+            .unwrap(),
         0,
         "already gone"
     );
-    assert!(mem.get_note("u1", "mem#u1#p#1").await.unwrap().is_none());
+    assert!(
+        mem.get_note("u1", &crate::note_id("mem#u1#p#1"))
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert_eq!(mem.delete_project("u2", "q").await.unwrap(), 0);
     assert_eq!(mem.delete_project("u1", "p").await.unwrap(), 1);
     assert_eq!(mem.recall("u1", "q", 10).await.unwrap(), ["a3"]);
@@ -323,7 +355,12 @@ async fn the_cascade_leaves_no_row_or_index_entry_and_keeps_the_counters(f: &Fix
         mem.recall("u_b", "p1", 10).await.unwrap(),
         ["unrelated note of b"]
     );
-    assert!(mem.delete_note("u_a", "mem#u_a#p1#1").await.unwrap() == 0);
+    assert!(
+        mem.delete_note("u_a", &crate::note_id("mem#u_a#p1#1"))
+            .await
+            .unwrap()
+            == 0
+    );
     let next = mem.remember(note("u_a", "p2", "after", 3.0)).await.unwrap();
     assert_eq!(
         next.id, "mem#u_a#p2#3",

@@ -63,7 +63,7 @@ async fn inject(
 async fn edits_keep_the_index_in_step(f: &Fixture) {
     seed(f, CODING_NOTES.len()).await;
     let mem = &f.store.memory;
-    let id = "mem#u1#proj#1";
+    let id = &crate::note_id("mem#u1#proj#1");
     let edited = mem
         .edit_note(
             "u1",
@@ -73,7 +73,10 @@ async fn edits_keep_the_index_in_step(f: &Fixture) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!((edited.id.as_str(), edited.created_at), (id, 1_000.0));
+    assert_eq!(
+        (edited.id.as_str(), edited.created_at),
+        (id.as_str(), 1_000.0)
+    );
     assert!(
         mem.edit_note("u2", id, &NoteText::parse("x", "n").unwrap())
             .await
@@ -86,14 +89,14 @@ async fn edits_keep_the_index_in_step(f: &Fixture) {
         .await
         .unwrap();
     assert!(
-        notes.iter().all(|n| n.id != id),
+        notes.iter().all(|n| n.id != *id),
         "the old text is no longer indexed"
     );
     let notes = mem
         .notes_for_injection("u1", "proj", "kubernetes manifests", BUDGET)
         .await
         .unwrap();
-    assert_eq!(notes[0].id, id);
+    assert_eq!(notes[0].id, *id);
     // The edited text is what dedupe compares against.
     let again = mem
         .remember(note(
@@ -104,7 +107,7 @@ async fn edits_keep_the_index_in_step(f: &Fixture) {
         ))
         .await
         .unwrap();
-    assert_eq!((again.id.as_str(), again.created), (id, false));
+    assert_eq!((again.id.as_str(), again.created), (id.as_str(), false));
     mem.delete_note("u1", id).await.unwrap();
     assert!(
         inject(f, "u1", "proj", "kubernetes manifests", BUDGET)

@@ -4,12 +4,11 @@
 use async_trait::async_trait;
 
 use super::PgStore;
-use crate::domain::NoteText;
+use crate::domain::{NoteId, NoteText};
 use crate::store::rows::{self, NoteRow, note_columns};
 use crate::store::text::{folds_to, norm_hash};
 use crate::store::{
-    AuthStore, InjectBudget, MemoryStore, NewNote, Note, Remembered, StoreResult, note_id,
-    relevance,
+    AuthStore, InjectBudget, MemoryStore, NewNote, Note, Remembered, StoreResult, relevance,
 };
 
 /// A page of notes and the total the same statement counted.
@@ -54,21 +53,24 @@ impl MemoryStore for PgStore {
             .find(|(_, text)| folds_to(text, &folded))
         {
             tx.rollback().await?;
-            return Ok(Remembered { id, created: false });
+            return Ok(Remembered {
+                id: NoteId::from_stored(id),
+                created: false,
+            });
         }
-        let id = note_id(&note.user_id, project, seq);
+        let id = NoteId::issue(&note.user_id, project, seq);
         sqlx::query(
             "INSERT INTO notes (id, user_id, project_id, seq, note, norm_hash, author, mem_type, created_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
-        .bind(&id)
+        .bind(id.as_str())
         .bind(&note.user_id)
         .bind(project)
         .bind(seq)
         .bind(note.text.as_str())
         .bind(&hash)
-        .bind(&note.author)
-        .bind(&note.mem_type)
+        .bind(note.author.as_str())
+        .bind(note.mem_type.as_str())
         .bind(note.created_at)
         .execute(&mut *tx)
         .await?;
@@ -150,12 +152,12 @@ impl MemoryStore for PgStore {
         Ok((u64::try_from(total).unwrap_or(0), notes))
     }
 
-    async fn delete_note(&self, user_id: &str, id: &str) -> StoreResult<u64> {
+    async fn delete_note(&self, user_id: &str, id: &NoteId) -> StoreResult<u64> {
         // The full-text vector is a column of the row, so it goes with it.
         Ok(
             sqlx::query("DELETE FROM notes WHERE user_id = $1 AND id = $2")
                 .bind(user_id)
-                .bind(id)
+                .bind(id.as_str())
                 .execute(&self.pool)
                 .await?
                 .rows_affected(),
@@ -174,14 +176,14 @@ impl MemoryStore for PgStore {
         )
     }
 
-    async fn get_note(&self, user_id: &str, id: &str) -> StoreResult<Option<Note>> {
+    async fn get_note(&self, user_id: &str, id: &NoteId) -> StoreResult<Option<Note>> {
         let row: Option<NoteRow> = sqlx::query_as(concat!(
             "SELECT ",
             note_columns!(),
             " FROM notes WHERE user_id = $1 AND id = $2"
         ))
         .bind(user_id)
-        .bind(id)
+        .bind(id.as_str())
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(Note::from))
@@ -190,7 +192,7 @@ impl MemoryStore for PgStore {
     async fn edit_note(
         &self,
         user_id: &str,
-        id: &str,
+        id: &NoteId,
         text: &NoteText,
     ) -> StoreResult<Option<Note>> {
         // `search` is generated from `note`, so the index follows the edit in this same statement.
@@ -201,7 +203,7 @@ impl MemoryStore for PgStore {
         .bind(text.as_str())
         .bind(norm_hash(&text.folded()))
         .bind(user_id)
-        .bind(id)
+        .bind(id.as_str())
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(Note::from))

@@ -486,7 +486,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::domain::{NoteText, ProjectId};
+    use crate::domain::{Author, MemType, NoteText, ProjectId};
     use crate::store::{MemoryStore, NewNote, StoreOptions};
 
     const AREAS: &[&str] = &["billing", "auth", "search", "payments", "ingest", "exports"];
@@ -538,8 +538,8 @@ mod tests {
                 user_id: user.into(),
                 project_id: ProjectId::parse(project).unwrap(),
                 text: NoteText::parse(t, "note").unwrap(),
-                author: "user".into(),
-                mem_type: "note".into(),
+                author: Author::default(),
+                mem_type: MemType::default(),
                 created_at: at,
             })
             .await
@@ -554,7 +554,7 @@ mod tests {
     }
 
     fn ids(notes: &[Note]) -> Vec<String> {
-        notes.iter().map(|n| n.id.clone()).collect()
+        notes.iter().map(|n| n.id.as_str().to_owned()).collect()
     }
 
     #[tokio::test]

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use super::SqliteStore;
-use crate::domain::NoteText;
+use crate::domain::{NoteId, NoteText};
 use crate::store::rows::{self, NoteRow, note_columns};
 use crate::store::text::norm_hash;
 use crate::store::{AuthStore, InjectBudget, MemoryStore, NewNote, Note, Remembered, StoreResult};
@@ -118,9 +118,9 @@ impl MemoryStore for SqliteStore {
         Ok((u64::try_from(total).unwrap_or(0), rows::notes(rows)))
     }
 
-    async fn delete_note(&self, user_id: &str, id: &str) -> StoreResult<u64> {
+    async fn delete_note(&self, user_id: &str, id: &NoteId) -> StoreResult<u64> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let n = delete_notes_where(&mut tx, "id", &[user_id, id]).await?;
+        let n = delete_notes_where(&mut tx, "id", &[user_id, id.as_str()]).await?;
         tx.commit().await?;
         Ok(n)
     }
@@ -132,14 +132,14 @@ impl MemoryStore for SqliteStore {
         Ok(n)
     }
 
-    async fn get_note(&self, user_id: &str, id: &str) -> StoreResult<Option<Note>> {
+    async fn get_note(&self, user_id: &str, id: &NoteId) -> StoreResult<Option<Note>> {
         let row: Option<NoteRow> = sqlx::query_as(concat!(
             "SELECT ",
             note_columns!(),
             " FROM notes WHERE user_id = ? AND id = ?"
         ))
         .bind(user_id)
-        .bind(id)
+        .bind(id.as_str())
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(Note::from))
@@ -148,7 +148,7 @@ impl MemoryStore for SqliteStore {
     async fn edit_note(
         &self,
         user_id: &str,
-        id: &str,
+        id: &NoteId,
         text: &NoteText,
     ) -> StoreResult<Option<Note>> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
@@ -159,7 +159,7 @@ impl MemoryStore for SqliteStore {
         .bind(text.as_str())
         .bind(norm_hash(&text.folded()))
         .bind(user_id)
-        .bind(id)
+        .bind(id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {

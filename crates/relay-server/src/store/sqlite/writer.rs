@@ -16,9 +16,10 @@ use std::time::Duration;
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::ranking::scope_token;
+use crate::domain::NoteId;
 use crate::store::batch::Batcher;
 use crate::store::text::{folds_to, norm_hash};
-use crate::store::{NewNote, Remembered, StoreError, StoreResult, note_id};
+use crate::store::{NewNote, Remembered, StoreError, StoreResult};
 
 /// One remember's own outcome inside a batch.
 pub(super) type RememberBatcher = Batcher<NewNote, StoreResult<Remembered>>;
@@ -63,7 +64,13 @@ impl NoteWriter {
         conn.busy_timeout(busy)
             .and_then(|()| conn.pragma_update(None, "synchronous", "NORMAL"))
             .and_then(|()| conn.pragma_update(None, "foreign_keys", "ON"))
-            .and_then(|()| conn.pragma_update(None, "wal_autocheckpoint", 0)) // see `checkpoint`
+            .and_then(|()| {
+                conn.pragma_update(
+                    None,
+                    "wal_autocheckpoint",
+                    super::checkpoint::COMMIT_CHECKPOINT_PAGES,
+                )
+            })
             .map_err(|e| anyhow::anyhow!("cannot configure the note write connection: {e}"))?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
@@ -100,7 +107,7 @@ impl NoteWriter {
     /// Stores `notes` (all of one user and project) in one transaction, numbered after the
     /// project's last id, with their full-text rows; unlike `remember` it does not look for equal
     /// notes already there. Returns the ids given.
-    pub(super) async fn insert_bulk(&self, notes: Vec<NewNote>) -> StoreResult<Vec<String>> {
+    pub(super) async fn insert_bulk(&self, notes: Vec<NewNote>) -> StoreResult<Vec<NoteId>> {
         let Some(first) = notes.first() else {
             return Ok(Vec::new());
         };
@@ -173,7 +180,7 @@ fn remember_one(conn: &Connection, note: &NewNote) -> rusqlite::Result<Remembere
         let text: String = row.get(1)?;
         if folds_to(&text, &folded) {
             return Ok(Remembered {
-                id: row.get(0)?,
+                id: NoteId::from_stored(row.get(0)?),
                 created: false,
             });
         }
@@ -190,19 +197,19 @@ fn next_seq(conn: &Connection, user: &str, project: &str, count: i64) -> rusqlit
 }
 
 /// Inserts the note as number `seq` with its full-text row; its id.
-fn insert(conn: &Connection, note: &NewNote, seq: i64, hash: &str) -> rusqlite::Result<String> {
+fn insert(conn: &Connection, note: &NewNote, seq: i64, hash: &str) -> rusqlite::Result<NoteId> {
     let project = note.project_id.as_str();
-    let id = note_id(&note.user_id, project, seq);
+    let id = NoteId::issue(&note.user_id, project, seq);
     let pk: i64 = conn.prepare_cached(INSERT_NOTE)?.query_row(
         params![
-            id,
+            id.as_str(),
             note.user_id,
             project,
             seq,
             note.text.as_str(),
             hash,
-            note.author,
-            note.mem_type,
+            note.author.as_str(),
+            note.mem_type.as_str(),
             note.created_at
         ],
         |row| row.get(0),
