@@ -86,6 +86,10 @@ enum Command {
         /// Run Relay on a fresh database of the `--postgres` server instead of SQLite.
         #[arg(long)]
         on_postgres: bool,
+        /// Remember new notes instead of running legs, closed loop over the memory stage's
+        /// connections (`--rate` is then unused).
+        #[arg(long)]
+        remember: bool,
     },
 }
 
@@ -197,12 +201,18 @@ fn real_main() -> Result<ExitCode> {
         secs,
         perf_out,
         on_postgres,
+        remember,
         ..
     }) = cli.command
     {
+        let work = if remember {
+            relay_bench::run::Work::Remember
+        } else {
+            relay_bench::run::Work::Legs(rate)
+        };
         runtime.block_on(relay_bench::profile(
             &opts,
-            rate,
+            work,
             Duration::from_secs(secs),
             perf_out,
             on_postgres.then_some(cli.postgres.as_str()),

@@ -220,14 +220,7 @@ pub async fn run(opts: &Options) -> Result<Report> {
 
     eprintln!("relay-bench: memory API and suggestions");
     settle(relay.pid, Duration::from_secs(30)).await;
-    // Remember with a new note each time: one body, repeated, would be found already stored and
-    // not written again.
-    let remember = Target::post_json(
-        format!("{base}/v1/memory/remember"),
-        &json!({"note": "Bench note {seq}: the ingest worker retries 3 times with jittered backoff", "project_id": "bench-memory"}),
-    )
-    .bearer(&token)
-    .varied();
+    let remember = remember_target(&base, &token);
     report.remember = generator
         .run(
             &remember,
@@ -365,9 +358,29 @@ fn relay_in_process(opts: &Options) -> bool {
 
 /// Starts mock and Relay, seeds notes, and runs legs at `rate` for `duration` while `perf record`
 /// samples Relay (when `perf_out` is given): the profile behind BENCHMARKS.md's hot-path findings.
+/// Remember with a new note each time: one body, repeated, would be found already stored and not
+/// written again.
+fn remember_target(base: &str, token: &str) -> Target {
+    Target::post_json(
+        format!("{base}/v1/memory/remember"),
+        &json!({"note": "Bench note {seq}: the ingest worker retries 3 times with jittered backoff", "project_id": "bench-memory"}),
+    )
+    .bearer(token)
+    .varied()
+}
+
+/// What a profiling run sends.
+#[derive(Debug, Clone, Copy)]
+pub enum Work {
+    /// Agent legs at this many a second (open loop).
+    Legs(u32),
+    /// Remembers of new notes, closed loop over the memory stage's connections.
+    Remember,
+}
+
 pub async fn profile(
     opts: &Options,
-    rate: u32,
+    work: Work,
     duration: Duration,
     perf_out: Option<PathBuf>,
     on_postgres: Option<&str>,
@@ -376,7 +389,7 @@ pub async fn profile(
         Some(admin) => Some(postgres::FreshDb::create(admin).await?),
         None => None,
     };
-    let result = profile_on(opts, rate, duration, perf_out, db.as_ref()).await;
+    let result = profile_on(opts, work, duration, perf_out, db.as_ref()).await;
     if let Some(db) = db {
         db.drop_it().await?;
     }
@@ -385,7 +398,7 @@ pub async fn profile(
 
 async fn profile_on(
     opts: &Options,
-    rate: u32,
+    work: Work,
     duration: Duration,
     perf_out: Option<PathBuf>,
     db: Option<&postgres::FreshDb>,
@@ -402,14 +415,26 @@ async fn profile_on(
     let base = relay.base();
     let token = admin_token(opts, &config, &http, &base).await?;
     seed_notes(&http, &base, &token, opts.scale.seed_notes).await?;
-    let target = Target::post_json(
-        format!("{base}/v1/agent/stream"),
-        &relay_leg(FAST_MODEL, PROJECT),
-    )
-    .bearer(&token);
-    generator
-        .run(&target, Pace::Rate(rate), Duration::from_secs(2))
-        .await?;
+    let (target, pace, what) = match work {
+        Work::Legs(rate) => (
+            Target::post_json(
+                format!("{base}/v1/agent/stream"),
+                &relay_leg(FAST_MODEL, PROJECT),
+            )
+            .bearer(&token),
+            Pace::Rate(rate),
+            format!("{rate} legs/s"),
+        ),
+        Work::Remember => (
+            remember_target(&base, &token),
+            Pace::Closed(opts.scale.memory_connections),
+            format!(
+                "remember over {} connections",
+                opts.scale.memory_connections
+            ),
+        ),
+    };
+    generator.run(&target, pace, Duration::from_secs(2)).await?;
     let perf = match &perf_out {
         Some(out) => Some(
             tokio::process::Command::new("perf")
@@ -428,7 +453,7 @@ async fn profile_on(
     let (result, cpu, db_cpu) = steps::measured_with_db(
         &generator,
         &target,
-        Pace::Rate(rate),
+        pace,
         duration,
         relay.pid,
         db.map(|d| d.name.as_str()),
@@ -438,7 +463,7 @@ async fn profile_on(
         perf.wait().await?;
     }
     println!(
-        "{rate} legs/s for {duration:?}: p50 {:.3} p90 {:.3} p99 {:.3} ms, {:.0}/s served, {:.2} % ok, {:.3} ms CPU per leg{}",
+        "{what} for {duration:?}: p50 {:.3} p90 {:.3} p99 {:.3} ms, {:.0}/s served, {:.2} % ok, {:.3} ms CPU per request{}",
         result.p50_ms,
         result.p90_ms,
         result.p99_ms,

@@ -1,5 +1,6 @@
 //! Group commit: the small writes of concurrent legs (quota admissions, refunds, open-mode counts)
-//! gathered into one statement or transaction per round trip instead of one hand-off each.
+//! gathered into one statement or transaction per round trip instead of one hand-off each. The
+//! same task serves PostgreSQL's per-leg version reads for injection (`store::postgres::injection`).
 //!
 //! One task per kind of write takes everything queued while the previous batch ran (up to
 //! `MAX_BATCH`), runs it as one batch, and answers each caller with its own result. Under light

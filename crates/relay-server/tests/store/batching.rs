@@ -12,22 +12,22 @@ use relay_server::store::{Admission, AuthStore, Backend, NewUser, Opener, StoreE
 use crate::{OPTIONS, pg};
 
 /// Two stores opened separately on one database (two instances), and what keeps it alive.
-struct Instances {
-    one: Backend,
-    two: Backend,
+pub(crate) struct Instances {
+    pub(crate) one: Backend,
+    pub(crate) two: Backend,
     url: String,
     _dir: Option<tempfile::TempDir>,
     _db: Option<pg::TestDb>,
 }
 
 impl Instances {
-    async fn sqlite() -> Self {
+    pub(crate) async fn sqlite() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("relay.db").display());
         Self::on(url, Some(dir), None).await
     }
 
-    async fn postgres() -> Self {
+    pub(crate) async fn postgres() -> Self {
         let db = pg::TestDb::create().await;
         Self::on(db.url.clone(), None, Some(db)).await
     }

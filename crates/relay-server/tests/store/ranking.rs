@@ -11,6 +11,22 @@ conformance!(
     injection_keeps_the_budget,
 );
 
+/// Each instance may keep what it injected in memory (both backends do); a write made through
+/// another instance must show in the very next leg's notes.
+mod two_instances {
+    use crate::batching::Instances;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() {
+        super::injection_follows_writes_of_another_instance(&Instances::sqlite().await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        super::injection_follows_writes_of_another_instance(&Instances::postgres().await).await;
+    }
+}
+
 /// Hand-written notes of a coding project: enough of them that the project does not fit the budget,
 /// each about one thing, so a question has a clear best answer.
 const CODING_NOTES: &[&str] = &[
@@ -231,4 +247,57 @@ async fn injection_keeps_the_budget(f: &Fixture) {
     }
     let got = inject(f, "u1", "tie", "quokka", BUDGET).await;
     assert_eq!(got, ["habitat quokka", "quokka habitat"]);
+}
+
+async fn injection_follows_writes_of_another_instance(f: &crate::batching::Instances) {
+    let (one, two) = (&f.one.memory, &f.two.memory);
+    let injected = |q: &'static str| async move {
+        one.notes_for_injection("u1", "proj", q, BUDGET)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|n| n.note)
+            .collect::<Vec<_>>()
+    };
+    // A project that fits the budget goes in whole: a note added elsewhere joins it.
+    for (i, n) in CODING_NOTES.iter().enumerate().take(2) {
+        two.remember(note("u1", "proj", n, 1_000.0 + i as f64))
+            .await
+            .unwrap();
+    }
+    assert_eq!(injected("anything").await.len(), 2);
+    assert_eq!(injected("anything").await.len(), 2, "asked again");
+    for (i, n) in CODING_NOTES.iter().enumerate().skip(2) {
+        two.remember(note("u1", "proj", n, 1_000.0 + i as f64))
+            .await
+            .unwrap();
+    }
+    // Now ranked: the same question twice, then after each kind of write on the other instance.
+    let q = "database migrations";
+    assert_eq!(injected(q).await[0], CODING_NOTES[0]);
+    assert_eq!(injected(q).await[0], CODING_NOTES[0], "asked again");
+    let first = crate::note_id("mem#u1#proj#1");
+    let kube = "Kubernetes manifests live in deploy/k8s.";
+    two.edit_note("u1", &first, &NoteText::parse(kube, "n").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !injected(q).await.contains(&CODING_NOTES[0].to_owned()),
+        "an edit elsewhere drops the old text"
+    );
+    let added = "Database migrations are squashed into one file at every release.";
+    let r = two
+        .remember(note("u1", "proj", added, 5_000.0))
+        .await
+        .unwrap();
+    assert_eq!(injected(q).await[0], added, "a note remembered elsewhere");
+    two.delete_note("u1", &r.id).await.unwrap();
+    assert!(
+        !injected(q).await.contains(&added.to_owned()),
+        "a note deleted elsewhere"
+    );
+    two.delete_project("u1", "proj").await.unwrap();
+    assert!(injected(q).await.is_empty(), "a project deleted elsewhere");
+    assert!(injected("anything").await.is_empty());
 }

@@ -11,6 +11,7 @@
 
 mod accounts;
 mod batch;
+mod injection;
 mod notes;
 mod ranking;
 
@@ -28,6 +29,8 @@ pub struct PgStore {
     pool: PgPool,
     /// Admissions, refunds and open-mode counts, sent in batches (group commit).
     writes: super::batch::LegWrites,
+    /// The notes each question was answered with, per project write version.
+    injected: injection::InjectionCache,
 }
 
 impl PgStore {
@@ -101,6 +104,7 @@ impl PgStore {
         }
         Ok(Self {
             writes: batch::leg_writes(&pool),
+            injected: injection::InjectionCache::new(&pool),
             pool,
         })
     }

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 
 use super::PgStore;
 use crate::domain::{NoteId, NoteText};
-use crate::store::rows::{self, NoteRow, note_columns};
+use crate::store::rows::{NoteRow, note_columns};
 use crate::store::text::{folds_to, norm_hash};
 use crate::store::{
     AuthStore, InjectBudget, MemoryStore, NewNote, Note, Remembered, StoreResult, relevance,
@@ -216,19 +216,22 @@ impl MemoryStore for PgStore {
         query: &str,
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>> {
-        let first: Vec<NoteRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            note_columns!(),
-            " FROM notes WHERE user_id = $1 AND project_id = $2 ORDER BY created_at, seq LIMIT $3"
-        ))
-        .bind(user_id)
-        .bind(project_id)
-        .bind(relevance::fit_probe(budget))
-        .fetch_all(&self.pool)
-        .await?;
-        match relevance::whole_project(rows::notes(first), budget) {
-            Some(all) => Ok(all),
-            None => self.rank_notes(user_id, project_id, query, budget).await,
+        let Some(version) = self.injected.version(user_id, project_id).await? else {
+            return self.search_notes(user_id, project_id, query, budget).await;
+        };
+        let terms = relevance::query_terms(query);
+        match self
+            .injected
+            .get(user_id, project_id, terms, budget, version)
+        {
+            Ok(notes) => Ok(notes),
+            Err(lookup) => {
+                let notes = self
+                    .search_notes(user_id, project_id, query, budget)
+                    .await?;
+                self.injected.fill(lookup, &notes);
+                Ok(notes)
+            }
         }
     }
 

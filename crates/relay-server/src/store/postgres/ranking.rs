@@ -1,11 +1,36 @@
-//! PostgreSQL's full-text ranking of a project's notes for injection (`ts_rank` over the
-//! generated `search` column).
+//! PostgreSQL's search for the notes to inject: the fit probe, then full-text ranking (`ts_rank`
+//! over the generated `search` column).
 
 use super::PgStore;
-use crate::store::rows::{self, RankedRow};
+use crate::store::rows::{self, NoteRow, RankedRow, note_columns};
 use crate::store::{InjectBudget, Note, StoreResult, relevance};
 
 impl PgStore {
+    /// The notes to inject, searched in the database: the whole project, oldest first, when it
+    /// fits the budget, otherwise the ranking below.
+    pub(super) async fn search_notes(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        query: &str,
+        budget: InjectBudget,
+    ) -> StoreResult<Vec<Note>> {
+        let first: Vec<NoteRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            note_columns!(),
+            " FROM notes WHERE user_id = $1 AND project_id = $2 ORDER BY created_at, seq LIMIT $3"
+        ))
+        .bind(user_id)
+        .bind(project_id)
+        .bind(relevance::fit_probe(budget))
+        .fetch_all(&self.pool)
+        .await?;
+        match relevance::whole_project(rows::notes(first), budget) {
+            Some(all) => Ok(all),
+            None => self.rank_notes(user_id, project_id, query, budget).await,
+        }
+    }
+
     /// The project's notes most relevant to `query` by ts_rank, within `budget`; ranked among the
     /// newest `CANDIDATE_WINDOW` matches, as the SQLite backend does.
     pub(super) async fn rank_notes(
