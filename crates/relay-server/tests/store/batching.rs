@@ -118,6 +118,7 @@ both_instances!(
     concurrent_refunds_give_back_each_unit_once,
     concurrent_open_mode_legs_are_each_counted,
     a_failed_batch_fails_each_caller_alike_and_the_next_batch_works,
+    admissions_wait_for_a_write_lock_held_elsewhere,
 );
 
 /// Admits `legs` legs of each of `users`, all at once, spread over the stores given; the
@@ -271,4 +272,64 @@ async fn a_failed_batch_fails_each_caller_alike_and_the_next_batch_works(f: &Ins
     let admitted = admit_all(std::slice::from_ref(&f.one.auth), &["f"], 30).await;
     assert_eq!(admitted["f"], 30, "the batches after a failure work");
     assert_eq!(f.used("f").await, 30);
+}
+
+async fn admissions_wait_for_a_write_lock_held_elsewhere(f: &Instances) {
+    f.user("w", Role::User, 10).await;
+    // Another process holds the lock admissions need (SQLite: the database's write lock, which
+    // the inline quota connection never waits for; PostgreSQL: the user's row) while 12 legs ask.
+    let (sqlite, pg);
+    if f.url.starts_with("sqlite") {
+        let pool = sqlx::SqlitePool::connect(&f.url).await.unwrap();
+        let mut conn = pool.acquire().await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        (sqlite, pg) = (Some((pool, conn)), None);
+    } else {
+        let pool = sqlx::PgPool::connect(&f.url).await.unwrap();
+        let mut tx = pool.begin().await.unwrap();
+        sqlx::query("SELECT 1 FROM users WHERE id = 'w' FOR UPDATE")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        (sqlite, pg) = (None, Some(tx));
+    }
+    let legs: Vec<_> = (0..12)
+        .map(|_| {
+            let auth = f.one.auth.clone();
+            tokio::spawn(async move { auth.admit_leg("w").await })
+        })
+        .collect();
+    // While the lock is held no leg may finish, neither admitted nor failed: a connection that
+    // gave up on the lock would answer at once.
+    let mut legs = legs;
+    let first = tokio::time::timeout(std::time::Duration::from_millis(300), &mut legs[0]).await;
+    assert!(
+        first.is_err(),
+        "a leg finished while the lock was held: {first:?}"
+    );
+    assert!(legs.iter().all(|l| !l.is_finished()));
+    if let Some((pool, mut conn)) = sqlite {
+        sqlx::query("COMMIT").execute(&mut *conn).await.unwrap();
+        drop(conn);
+        pool.close().await;
+    }
+    if let Some(tx) = pg {
+        tx.commit().await.unwrap();
+    }
+    let mut admitted = 0;
+    for l in legs {
+        match l.await.unwrap() {
+            Ok(Admission::Admitted) => admitted += 1,
+            Ok(Admission::QuotaExceeded) => {}
+            Err(e) => panic!("a leg failed instead of waiting for the lock: {e:?}"),
+        }
+    }
+    assert_eq!(
+        admitted, 10,
+        "exactly the quota, after the lock was released"
+    );
+    assert_eq!(f.used("w").await, 10);
 }

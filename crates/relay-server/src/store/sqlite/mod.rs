@@ -72,7 +72,7 @@ impl SqliteStore {
         let writer = writer::NoteWriter::open(&path, options.busy_timeout)?;
         Ok(Self {
             _checkpoints: checkpoint::Checkpointer::start(&path)?,
-            writes: batch::leg_writes(&pool),
+            writes: batch::leg_writes(&pool, &path)?,
             remembers: writer.remembers(),
             writer,
             pool,
