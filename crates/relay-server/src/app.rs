@@ -1,7 +1,7 @@
 //! The app factory: stores and state from configuration, the router with its layers and
-//! fallbacks, `serve`, and the shutdown signal. Nothing but `lib` and `shutdown` depends on it.
+//! fallbacks, and the shutdown signal (`server` serves the router). Nothing but `lib` and `shutdown`
+//! depends on it.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -215,29 +215,6 @@ async fn json_errors(req: Request, next: Next) -> Response {
         }
     }
     rewritten
-}
-
-/// Serves `router` on `listener` until `shutdown` resolves, then drains in-flight requests.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    // NDJSON lines are small writes spread over a leg: without TCP_NODELAY, Nagle's algorithm
-    // holds a line back until the client acknowledges the previous one, which a delayed ACK can
-    // stretch to 40 ms.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
 }
 
 /// Resolves on ctrl-c or SIGTERM.

@@ -25,6 +25,7 @@ pub mod operator;
 pub mod providers;
 pub mod routes;
 pub mod search;
+pub mod server;
 pub mod shared_limits;
 pub mod shutdown;
 pub mod state;
@@ -33,7 +34,8 @@ pub mod suggest;
 pub mod telemetry;
 pub mod waitlist;
 
-pub use app::{Relay, serve, shutdown_signal};
+pub use app::{Relay, shutdown_signal};
 pub use config::Config;
+pub use server::serve;
 pub use state::AppState;
 pub use store::Stores;

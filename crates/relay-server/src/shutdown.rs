@@ -22,7 +22,7 @@ pub async fn serve_bounded(
     let grace = Duration::from_millis(state.config().shutdown_grace_ms);
     let signalled = CancellationToken::new();
     let on_signal = signalled.clone();
-    let server = crate::app::serve(listener, relay.router(), async move {
+    let server = crate::server::serve(listener, relay.router(), async move {
         shutdown.await;
         on_signal.cancel();
     });
