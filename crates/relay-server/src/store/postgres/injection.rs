@@ -57,7 +57,7 @@ async fn versions(pool: &PgPool, projects: Vec<Project>) -> StoreResult<Vec<Opti
 const CAPACITY: usize = 2_048;
 
 /// The question's terms and the budget decide the notes, within one project of one user.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     user_id: String,
     project_id: String,
@@ -78,6 +78,7 @@ pub struct InjectionCache {
 }
 
 /// Names one lookup: where its answer goes once searched.
+#[derive(Debug)]
 pub struct Lookup {
     key: Key,
     version: i64,
@@ -125,6 +126,13 @@ impl InjectionCache {
         }
     }
 
+    /// Drops every ranking of `user_id`, whose notes were all deleted: none of their text stays in
+    /// this process. (Other instances never serve theirs again, as the versions moved, and drop
+    /// them as they are evicted.)
+    pub fn forget_user(&self, user_id: &str) {
+        self.entries.retain(|key, _| key.user_id != user_id);
+    }
+
     /// Keeps what a search at the lookup's version answered. The search ran after the version was
     /// read, so it may already include a later write; that later write moved the version, so the
     /// entry is never served again.
@@ -135,6 +143,95 @@ impl InjectionCache {
                 version: lookup.version,
                 notes: notes.to_vec(),
             }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+    use crate::domain::{Author, MemType, NoteId};
+
+    const BUDGET: InjectBudget = InjectBudget {
+        max_notes: 8,
+        max_chars: 6_000,
+    };
+
+    fn note(text: &str) -> Note {
+        Note {
+            id: NoteId::from_stored(format!("mem#u#p#{text}")),
+            project_id: "p".into(),
+            note: text.into(),
+            author: Author::default(),
+            mem_type: MemType::default(),
+            created_at: 1.0,
+        }
+    }
+
+    fn terms(q: &str) -> Vec<String> {
+        crate::store::relevance::query_terms(q)
+    }
+
+    fn cache() -> InjectionCache {
+        // Never connected: these tests only fill and read the cache.
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
+            .unwrap();
+        InjectionCache::new(&pool)
+    }
+
+    #[tokio::test]
+    async fn a_ranking_is_served_only_at_its_version_and_for_its_own_question() {
+        let c = cache();
+        let miss = c
+            .get("u1", "p", terms("database migrations"), BUDGET, 7)
+            .unwrap_err();
+        c.fill(miss, &[note("migrations")]);
+        let hit = c.get("u1", "p", terms("The database migrations?"), BUDGET, 7);
+        assert_eq!(
+            hit.unwrap()[0].note,
+            "migrations",
+            "the same terms, other words around"
+        );
+        assert!(
+            c.get("u1", "p", terms("database migrations"), BUDGET, 8)
+                .is_err(),
+            "a newer version"
+        );
+        assert!(
+            c.get("u1", "p", terms("deploy"), BUDGET, 7).is_err(),
+            "another question"
+        );
+        assert!(
+            c.get("u2", "p", terms("database migrations"), BUDGET, 7)
+                .is_err(),
+            "another user"
+        );
+        let smaller = InjectBudget {
+            max_notes: 2,
+            ..BUDGET
+        };
+        assert!(
+            c.get("u1", "p", terms("database migrations"), smaller, 7)
+                .is_err(),
+            "another budget"
+        );
+    }
+
+    #[tokio::test]
+    async fn forgetting_a_user_drops_only_their_rankings() {
+        let c = cache();
+        for user in ["u1", "u2"] {
+            let miss = c.get(user, "p", terms("deploy"), BUDGET, 3).unwrap_err();
+            c.fill(miss, &[note(user)]);
+        }
+        c.forget_user("u1");
+        assert!(c.get("u1", "p", terms("deploy"), BUDGET, 3).is_err());
+        assert_eq!(
+            c.get("u2", "p", terms("deploy"), BUDGET, 3).unwrap()[0].note,
+            "u2"
         );
     }
 }

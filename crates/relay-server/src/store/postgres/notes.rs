@@ -263,6 +263,7 @@ impl MemoryStore for PgStore {
             .await?
             .rows_affected();
         tx.commit().await?;
+        self.injected.forget_user(user_id);
         Ok(deleted)
     }
 

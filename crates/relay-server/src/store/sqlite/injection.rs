@@ -271,6 +271,24 @@ impl Injection {
         }
     }
 
+    /// Drops every index of `user_id`, whose notes were all deleted: none of their text stays in
+    /// this process. (Another process sharing the file never serves its copy again, as the
+    /// versions moved, and drops it when the project is next read or evicted.)
+    pub fn forget_user(&self, user_id: &str) {
+        let mut p = lock(&self.projects);
+        let theirs: Vec<Key> = p
+            .slots
+            .keys()
+            .filter(|(user, _)| user == user_id)
+            .cloned()
+            .collect();
+        for key in theirs {
+            if let Some((slot, _)) = p.slots.remove(&key) {
+                p.notes = p.notes.saturating_sub(slot.notes());
+            }
+        }
+    }
+
     /// Starts one background read of the project unless one is under way or the project is
     /// known to stay on the SQL path at its current version.
     fn rebuild_later(self: &Arc<Self>, pool: &SqlitePool, user_id: &str, project_id: &str) {

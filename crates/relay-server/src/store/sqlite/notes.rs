@@ -213,6 +213,7 @@ impl MemoryStore for SqliteStore {
             .rows_affected();
         // The id counters stay (they hold no note text): an id is never reused, even after this.
         tx.commit().await?;
+        self.injection.forget_user(user_id);
         Ok(deleted)
     }
 
