@@ -21,15 +21,13 @@ pub struct SqliteVersion {
 impl SqliteVersion {
     /// Opens the (already migrated) database file a second time, for this read only.
     pub fn open(path: &Path) -> anyhow::Result<Self> {
-        let conn = rusqlite::Connection::open(path).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot open SQLite database {} for session checks: {e}",
-                path.display()
-            )
-        })?;
         // Never wait: a lookup that cannot read the version now goes to the store instead.
-        conn.busy_timeout(std::time::Duration::ZERO)
-            .map_err(|e| anyhow::anyhow!("cannot configure the session check connection: {e}"))?;
+        let conn = crate::store::sqlite::side_connection(
+            path,
+            "session checks",
+            rusqlite::OpenFlags::default(),
+            |conn| conn.busy_timeout(std::time::Duration::ZERO),
+        )?;
         Ok(Self {
             conn: Mutex::new(conn),
         })

@@ -115,19 +115,19 @@ struct Inline {
 
 impl Inline {
     fn open(path: &Path) -> anyhow::Result<Self> {
-        let conn = rusqlite::Connection::open(path).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot open SQLite database {} for quota writes: {e}",
-                path.display()
-            )
-        })?;
-        conn.busy_timeout(std::time::Duration::ZERO)
-            .and_then(|()| conn.pragma_update(None, "synchronous", "NORMAL"))
-            // Its commits never checkpoint: a checkpoint inside a commit would hold the runtime's
-            // thread for milliseconds. The background task and the other connections' safety net
-            // (`checkpoint`) keep the log short.
-            .and_then(|()| conn.pragma_update(None, "wal_autocheckpoint", 0))
-            .map_err(|e| anyhow::anyhow!("cannot configure the quota write connection: {e}"))?;
+        let conn = super::side_connection(
+            path,
+            "quota writes",
+            rusqlite::OpenFlags::default(),
+            |conn| {
+                conn.busy_timeout(std::time::Duration::ZERO)?;
+                conn.pragma_update(None, "synchronous", "NORMAL")?;
+                // Its commits never checkpoint: a checkpoint inside a commit would hold the
+                // runtime's thread for milliseconds. The background task and the other
+                // connections' safety net (`checkpoint`) keep the log short.
+                conn.pragma_update(None, "wal_autocheckpoint", 0)
+            },
+        )?;
         Ok(Self {
             conn: Mutex::new(conn),
         })

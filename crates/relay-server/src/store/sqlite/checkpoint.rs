@@ -37,18 +37,15 @@ pub struct Checkpointer {
 impl Checkpointer {
     /// Opens a connection to the (already migrated) file and starts checkpointing.
     pub fn start(path: &Path) -> anyhow::Result<Self> {
-        let conn = rusqlite::Connection::open(path)
-            .and_then(|c| {
-                c.busy_timeout(Duration::ZERO)?;
-                c.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT)?;
-                Ok(c)
-            })
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot open SQLite database {} for checkpoints: {e}",
-                    path.display()
-                )
-            })?;
+        let conn = super::side_connection(
+            path,
+            "checkpoints",
+            rusqlite::OpenFlags::default(),
+            |conn| {
+                conn.busy_timeout(Duration::ZERO)?;
+                conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT)
+            },
+        )?;
         let conn = Arc::new(Mutex::new(conn));
         let stop = CancellationToken::new();
         let stopped = stop.clone();

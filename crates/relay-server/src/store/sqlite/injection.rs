@@ -108,17 +108,12 @@ pub struct SnapshotReader {
 
 impl SnapshotReader {
     pub fn open(path: &std::path::Path) -> anyhow::Result<Self> {
-        let conn = rusqlite::Connection::open_with_flags(
+        let conn = super::side_connection(
             path,
+            "injection checks",
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .and_then(|c| c.busy_timeout(std::time::Duration::ZERO).map(|()| c))
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot open SQLite database {} for injection checks: {e}",
-                path.display()
-            )
-        })?;
+            |conn| conn.busy_timeout(std::time::Duration::ZERO),
+        )?;
         Ok(Self {
             conn: Mutex::new(conn),
         })

@@ -90,3 +90,22 @@ impl SqliteStore {
         self.injection.build(&self.pool, user_id, project_id).await
     }
 }
+
+/// Opens the (already migrated) database file once more, beside sqlx's pool, for one `purpose`
+/// named in errors: the connections Relay drives itself with rusqlite (session and injection
+/// checks, note writes, quota writes, checkpoints), each set up by `configure`.
+pub(crate) fn side_connection(
+    path: &std::path::Path,
+    purpose: &str,
+    flags: rusqlite::OpenFlags,
+    configure: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<()>,
+) -> anyhow::Result<rusqlite::Connection> {
+    rusqlite::Connection::open_with_flags(path, flags)
+        .and_then(|conn| configure(&conn).map(|()| conn))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot open SQLite database {} for {purpose}: {e}",
+                path.display()
+            )
+        })
+}

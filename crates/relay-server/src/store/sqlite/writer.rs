@@ -55,23 +55,21 @@ fn unavailable(e: rusqlite::Error) -> StoreError {
 impl NoteWriter {
     /// Opens the (already migrated) database file a second time for note writes.
     pub(super) fn open(path: &Path, busy: Duration) -> anyhow::Result<Self> {
-        let conn = Connection::open(path).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot open SQLite database {} for note writes: {e}",
-                path.display()
-            )
-        })?;
-        conn.busy_timeout(busy)
-            .and_then(|()| conn.pragma_update(None, "synchronous", "NORMAL"))
-            .and_then(|()| conn.pragma_update(None, "foreign_keys", "ON"))
-            .and_then(|()| {
+        let conn = super::side_connection(
+            path,
+            "note writes",
+            rusqlite::OpenFlags::default(),
+            |conn| {
+                conn.busy_timeout(busy)?;
+                conn.pragma_update(None, "synchronous", "NORMAL")?;
+                conn.pragma_update(None, "foreign_keys", "ON")?;
                 conn.pragma_update(
                     None,
                     "wal_autocheckpoint",
                     super::checkpoint::COMMIT_CHECKPOINT_PAGES,
                 )
-            })
-            .map_err(|e| anyhow::anyhow!("cannot configure the note write connection: {e}"))?;
+            },
+        )?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
         })
