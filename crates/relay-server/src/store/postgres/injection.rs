@@ -84,6 +84,13 @@ pub struct Lookup {
     version: i64,
 }
 
+impl Lookup {
+    /// The question's terms the lookup was made with, for the search that answers it.
+    pub fn terms(&self) -> &[String] {
+        &self.key.terms
+    }
+}
+
 impl InjectionCache {
     /// Starts the version reads' batch task on `pool`.
     pub fn new(pool: &PgPool) -> Self {

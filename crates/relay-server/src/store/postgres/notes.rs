@@ -216,10 +216,10 @@ impl MemoryStore for PgStore {
         query: &str,
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>> {
-        let Some(version) = self.injected.version(user_id, project_id).await? else {
-            return self.search_notes(user_id, project_id, query, budget).await;
-        };
         let terms = relevance::query_terms(query);
+        let Some(version) = self.injected.version(user_id, project_id).await? else {
+            return self.search_notes(user_id, project_id, &terms, budget).await;
+        };
         match self
             .injected
             .get(user_id, project_id, terms, budget, version)
@@ -227,7 +227,7 @@ impl MemoryStore for PgStore {
             Ok(notes) => Ok(notes),
             Err(lookup) => {
                 let notes = self
-                    .search_notes(user_id, project_id, query, budget)
+                    .search_notes(user_id, project_id, lookup.terms(), budget)
                     .await?;
                 self.injected.fill(lookup, &notes);
                 Ok(notes)

@@ -7,12 +7,13 @@ use crate::store::{InjectBudget, Note, StoreResult, relevance};
 
 impl PgStore {
     /// The notes to inject, searched in the database: the whole project, oldest first, when it
-    /// fits the budget, otherwise the ranking below.
+    /// fits the budget, otherwise the ranking below. `terms` are the question's
+    /// (`relevance::query_terms`).
     pub(super) async fn search_notes(
         &self,
         user_id: &str,
         project_id: &str,
-        query: &str,
+        terms: &[String],
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>> {
         let first: Vec<NoteRow> = sqlx::query_as(concat!(
@@ -27,20 +28,19 @@ impl PgStore {
         .await?;
         match relevance::whole_project(rows::notes(first), budget) {
             Some(all) => Ok(all),
-            None => self.rank_notes(user_id, project_id, query, budget).await,
+            None => self.rank_notes(user_id, project_id, terms, budget).await,
         }
     }
 
-    /// The project's notes most relevant to `query` by ts_rank, within `budget`; ranked among the
-    /// newest `CANDIDATE_WINDOW` matches, as the SQLite backend does.
-    pub(super) async fn rank_notes(
+    /// The project's notes most relevant to the question's `terms` by ts_rank, within `budget`;
+    /// ranked among the newest `CANDIDATE_WINDOW` matches, as the SQLite backend does.
+    async fn rank_notes(
         &self,
         user_id: &str,
         project_id: &str,
-        query: &str,
+        terms: &[String],
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>> {
-        let terms = relevance::query_terms(query);
         if terms.is_empty() {
             return Ok(Vec::new());
         }
@@ -69,7 +69,7 @@ impl PgStore {
         )
         .bind(user_id)
         .bind(project_id)
-        .bind(&terms)
+        .bind(terms)
         .bind(relevance::CANDIDATE_WINDOW)
         .bind(relevance::ranked_rows(budget))
         .fetch_all(&self.pool)
