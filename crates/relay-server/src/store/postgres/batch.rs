@@ -70,11 +70,11 @@ async fn refund(pool: &PgPool, ids: Vec<String>) -> StoreResult<Vec<()>> {
 pub(super) fn leg_writes(pool: &PgPool) -> LegWrites {
     let (p1, p2, p3) = (pool.clone(), pool.clone(), pool.clone());
     LegWrites {
-        admit: Batcher::spawn(move |ids| {
+        admit: Batcher::spawn_direct(move |ids| {
             let pool = p1.clone();
             async move { admit(&pool, ids).await }
         }),
-        refund: Batcher::spawn(move |ids| {
+        refund: Batcher::spawn_direct(move |ids| {
             let pool = p2.clone();
             async move { refund(&pool, ids).await }
         }),

@@ -97,7 +97,7 @@ impl InjectionCache {
         let pool = pool.clone();
         Self {
             entries: quick_cache::sync::Cache::new(CAPACITY),
-            versions: Batcher::spawn(move |projects| {
+            versions: Batcher::spawn_direct(move |projects| {
                 let pool = pool.clone();
                 async move { versions(&pool, projects).await }
             }),

@@ -142,13 +142,13 @@ impl AuthStore for SqliteStore {
     }
 
     async fn admit_leg(&self, user_id: &str) -> StoreResult<Admission> {
-        // One conditional UPDATE per leg, batched with concurrent legs' (see `batch`): SQLite
-        // serialises writers, so no two legs can both see the last unit.
-        self.writes.admit.submit(user_id.to_owned()).await
+        // One conditional UPDATE per leg, alone or batched with concurrent legs' (see `batch`):
+        // SQLite serialises writers, so no two legs can both see the last unit.
+        self.writes.admit(user_id).await
     }
 
     async fn refund_leg(&self, user_id: &str) -> StoreResult<()> {
-        self.writes.refund.submit(user_id.to_owned()).await
+        self.writes.refund(user_id).await
     }
 
     async fn add_to_waitlist(&self, email: &str, source: &str, now: f64) -> StoreResult<()> {

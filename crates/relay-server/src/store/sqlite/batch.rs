@@ -17,6 +17,11 @@
 //! sqlx's worker and back was 13 % of Relay's CPU samples at 1,000 legs/s. When another
 //! connection holds the write lock (a remember batch, another process), the batch takes the sqlx
 //! script above, which waits for it on the worker thread instead of on the runtime's.
+//!
+//! Under light load a leg does not queue at all (`QuotaWrites`): when nothing is queued and the
+//! inline connection is free, it runs its own statement there, on its own task, which saves the
+//! two task hand-offs of the queue. That attempt never awaits, so a leg cancelled half-way (its
+//! client left) cannot leave a transaction open; when it cannot run at once, the leg queues.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -134,10 +139,15 @@ impl Inline {
     }
 
     /// `statement` once per id, in order, in one transaction; true for each that took effect.
-    /// `None` when the write lock (or this connection) is busy: nothing was written, and the
-    /// batch goes through sqlx.
-    fn run(&self, statement: &str, ids: &[String]) -> Option<StoreResult<Vec<bool>>> {
-        let mut conn = self.conn.try_lock().ok()?;
+    /// `None` when the write lock is busy (or, with `Wait::No`, this connection is): nothing was
+    /// written, and the caller goes another way. Every holder of this connection keeps it for
+    /// one short transaction, so a batch waits for it rather than take the sqlx path, whose busy
+    /// handler would sleep for a lock this connection holds.
+    fn run(&self, statement: &str, ids: &[String], wait: Wait) -> Option<StoreResult<Vec<bool>>> {
+        let mut conn = match wait {
+            Wait::Yes => self.conn.lock().ok()?,
+            Wait::No => self.conn.try_lock().ok()?,
+        };
         let outcome = (|| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let took = {
@@ -162,6 +172,13 @@ impl Inline {
     }
 }
 
+/// Whether `Inline::run` waits for its connection when another caller holds it.
+#[derive(Clone, Copy)]
+enum Wait {
+    Yes,
+    No,
+}
+
 /// Runs one batch inline when it can, through sqlx otherwise.
 async fn run_batch(
     inline: &Inline,
@@ -169,20 +186,63 @@ async fn run_batch(
     pool: &SqlitePool,
     ids: &[String],
 ) -> StoreResult<Vec<bool>> {
-    match inline.run(scripts.statement, ids) {
+    match inline.run(scripts.statement, ids, Wait::Yes) {
         Some(done) => done,
         None => scripts.run(pool, ids).await,
     }
 }
 
+/// The SQLite store's per-leg quota writes: at once on the leg's own task when the store is
+/// idle, through the batch queue otherwise.
+pub(super) struct QuotaWrites {
+    inline: Arc<Inline>,
+    pub batched: LegWrites,
+}
+
+impl QuotaWrites {
+    pub async fn admit(&self, user_id: &str) -> StoreResult<Admission> {
+        match self.at_once(ADMIT, &self.batched.admit, user_id) {
+            Some(Ok(true)) => Ok(Admission::Admitted),
+            Some(Ok(false)) => Ok(Admission::QuotaExceeded),
+            Some(Err(e)) => Err(e),
+            None => self.batched.admit.submit(user_id.to_owned()).await,
+        }
+    }
+
+    pub async fn refund(&self, user_id: &str) -> StoreResult<()> {
+        match self.at_once(REFUND, &self.batched.refund, user_id) {
+            Some(done) => done.map(drop),
+            None => self.batched.refund.submit(user_id.to_owned()).await,
+        }
+    }
+
+    /// `statement` for one leg on the inline connection, if nothing waits in `queue` (a leg
+    /// does not overtake queued ones) and the connection is free; `None` means queue it.
+    fn at_once<R: Send + 'static>(
+        &self,
+        statement: &str,
+        queue: &Batcher<String, R>,
+        user_id: &str,
+    ) -> Option<StoreResult<bool>> {
+        if !queue.queue_is_empty() {
+            return None;
+        }
+        let done = self
+            .inline
+            .run(statement, &[user_id.to_owned()], Wait::No)?;
+        Some(done.map(|took| took.first() == Some(&true)))
+    }
+}
+
 /// Starts the batch tasks of one SQLite pool; `path` is its database file.
-pub(super) fn leg_writes(pool: &SqlitePool, path: &Path) -> anyhow::Result<LegWrites> {
+pub(super) fn leg_writes(pool: &SqlitePool, path: &Path) -> anyhow::Result<QuotaWrites> {
     let inline = Arc::new(Inline::open(path)?);
+    let at_once = inline.clone();
     let admit = Arc::new(Scripts::new(ADMIT));
     let refund = Arc::new(Scripts::new(REFUND));
     let (p1, p2, p3) = (pool.clone(), pool.clone(), pool.clone());
     let (i1, i2) = (inline.clone(), inline);
-    Ok(LegWrites {
+    let batched = LegWrites {
         admit: Batcher::spawn(move |ids: Vec<String>| {
             let (pool, scripts, inline) = (p1.clone(), admit.clone(), i1.clone());
             async move {
@@ -218,5 +278,9 @@ pub(super) fn leg_writes(pool: &SqlitePool, path: &Path) -> anyhow::Result<LegWr
                 Ok(legs)
             }
         }),
+    };
+    Ok(QuotaWrites {
+        inline: at_once,
+        batched,
     })
 }

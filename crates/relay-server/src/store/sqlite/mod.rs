@@ -27,8 +27,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/sqlite/migr
 
 pub struct SqliteStore {
     pool: SqlitePool,
-    /// Admissions, refunds and open-mode counts, sent in batches (group commit).
-    writes: super::batch::LegWrites,
+    /// Admissions, refunds and open-mode counts: at once when idle, in batches under load.
+    writes: batch::QuotaWrites,
     /// Projects' notes in memory for injection, checked against their write version per leg.
     injection: Arc<injection::Injection>,
     /// The connection note writes go through (remember's group commit, bulk fills).

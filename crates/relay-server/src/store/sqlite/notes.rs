@@ -186,7 +186,7 @@ impl MemoryStore for SqliteStore {
     }
 
     async fn count_open_leg(&self) -> StoreResult<()> {
-        self.writes.open_leg.submit(()).await
+        self.writes.batched.open_leg.submit(()).await
     }
 
     async fn open_legs(&self) -> StoreResult<i64> {
