@@ -313,13 +313,25 @@ async fn list_pages_clamps_and_refuses_negative_values() {
         all["total"], 5,
         "without project_id: every project of the caller"
     );
-    let notes: Vec<&str> = all["items"]
+    // Oldest first, ties (notes remembered in the same millisecond) by id, as the contract says.
+    let listed: Vec<(f64, String, String)> = all["items"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|n| n["note"].as_str().unwrap())
+        .map(|n| {
+            (
+                n["created_at"].as_f64().unwrap(),
+                n["id"].as_str().unwrap().to_owned(),
+                n["note"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
-    assert_eq!(notes, ["n0", "n1", "n2", "n3", "n4"]);
+    let mut expected = listed.clone();
+    expected.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    assert_eq!(listed, expected, "oldest first, ties by id");
+    let mut seen: Vec<&str> = listed.iter().map(|n| n.2.as_str()).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, ["n0", "n1", "n2", "n3", "n4"]);
     let page = app.list(None, "?limit=2&offset=1").await;
     assert_eq!(page["total"], 5);
     let notes: Vec<&str> = page["items"]
@@ -328,7 +340,7 @@ async fn list_pages_clamps_and_refuses_negative_values() {
         .iter()
         .map(|n| n["note"].as_str().unwrap())
         .collect();
-    assert_eq!(notes, ["n1", "n2"]);
+    assert_eq!(notes, [listed[1].2.as_str(), listed[2].2.as_str()]);
     assert_eq!(
         app.list(None, "?limit=100000").await["items"]
             .as_array()
