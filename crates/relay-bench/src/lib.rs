@@ -3,6 +3,7 @@
 //! both call it.
 
 pub mod data;
+pub mod floor;
 pub mod inject;
 pub mod litellm;
 pub mod load;

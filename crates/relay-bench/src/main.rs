@@ -187,7 +187,8 @@ fn real_main() -> Result<ExitCode> {
         smoke: cli.smoke,
         scale,
         relay_bin,
-        mock_exe: Some(exe),
+        mock_exe: Some(exe.clone()),
+        floor_exe: Some(exe.with_file_name("relay-bench-floor")).filter(|f| f.is_file()),
         oha,
         litellm,
         postgres: (!cli.no_postgres).then(|| cli.postgres.clone()),
@@ -220,8 +221,11 @@ fn real_main() -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(Command::Streams { count }) = cli.command {
-        let r = runtime.block_on(relay_bench::run::streams_only(&opts, count))?;
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        let (relay, floor) = runtime.block_on(relay_bench::run::streams_only(&opts, count))?;
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "relay": relay, "floor": floor }))?
+        );
         return Ok(ExitCode::SUCCESS);
     }
     // On ctrl-c or SIGTERM the run is dropped, and with it every child it started.

@@ -12,6 +12,7 @@ fn smoke_pipeline_produces_every_figure() {
         relay_bin: None,
         // The mock runs as the harness binary's own `mock` subcommand, as in a full run.
         mock_exe: Some(env!("CARGO_BIN_EXE_relay-bench").into()),
+        floor_exe: Some(env!("CARGO_BIN_EXE_relay-bench-floor").into()),
         oha: None,
         litellm: None,
         // The machine's PostgreSQL, as the server's tests use it.
@@ -48,6 +49,16 @@ fn smoke_pipeline_produces_every_figure() {
         assert!(table.contains(figure), "{figure} is missing from\n{table}");
     }
     assert_eq!(report.streams.opened, 200, "{table}");
+    // The open-stream baseline: the bare proxy, once per upstream client, the same legs open.
+    assert_eq!(report.streams_floor.len(), 2, "{table}");
+    for floor in &report.streams_floor {
+        assert_eq!(floor.result.opened, 200, "{table}");
+        assert!(floor.result.bytes_per_stream > 0.0, "{table}");
+    }
+    assert!(
+        table.contains("Baseline: memory per open stream of a bare proxy"),
+        "{table}"
+    );
     let pg = report.postgres.as_ref().expect("the PostgreSQL rows ran");
     assert!(
         pg.at_rate.ok > 0 && pg.db_cpu_ms_per_leg_at_rate.is_some(),

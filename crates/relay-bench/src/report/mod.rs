@@ -39,6 +39,13 @@ pub struct MaxRate {
     pub tried: Vec<(u32, LoadResult)>,
 }
 
+/// The open-stream measurement through the bare proxy with one upstream client.
+#[derive(Debug, Clone, Serialize)]
+pub struct FloorStreams {
+    pub client: crate::floor::Client,
+    pub result: StreamsResult,
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
     pub smoke: bool,
@@ -66,6 +73,8 @@ pub struct Report {
     pub suggest: LoadResult,
     pub suggest_rate: u32,
     pub streams: StreamsResult,
+    /// The same open legs through the bare proxy (`crate::floor`), one figure per upstream client.
+    pub streams_floor: Vec<FloorStreams>,
     /// Note injection at each project size timed, smallest first (one store grown in steps).
     pub injection: Vec<InjectionResult>,
     /// The PostgreSQL rows, when they ran.
@@ -268,6 +277,23 @@ impl Report {
             "≤ 24 KB",
             (s.opened > 0).then_some(s.bytes_per_stream <= 24_000.0),
         );
+        // The floor: what the two connections of a leg cost with nothing of Relay between them.
+        for f in &self.streams_floor {
+            t.row(
+                &format!(
+                    "Baseline: memory per open stream of a bare proxy, Relay's connection server and {}, nothing else; {} open (KB)",
+                    f.client.describe(),
+                    f.result.opened
+                ),
+                &format!("{:.1}", f.result.bytes_per_stream / 1000.0),
+                "",
+                "",
+                "",
+                "",
+                "–",
+                None,
+            );
+        }
         for inj in &self.injection {
             // Issue 17's targets: 1 ms at 10,000 notes, 5 ms at 100,000 (how cost grows).
             let limit = match inj.notes {
@@ -555,6 +581,14 @@ mod tests {
                 bytes_per_stream: 23_000.0,
                 ..StreamsResult::default()
             },
+            streams_floor: vec![FloorStreams {
+                client: crate::floor::Client::Hyper,
+                result: StreamsResult {
+                    opened: 9_972,
+                    bytes_per_stream: 21_500.0,
+                    ..StreamsResult::default()
+                },
+            }],
             postgres: Some(crate::run::PostgresFigures {
                 max: max(2_000, 0.30, Some(0.25)),
                 rate: TARGET_RATE,
@@ -569,6 +603,7 @@ mod tests {
             "| ≤ 0.40 ms | met |",
             "projected to 10,000 open: 250.5 | – | – | – | – | ≤ 300 MB with 10,000 open | met |",
             "| 23.0 | – | – | – | – | ≤ 24 KB | met |",
+            "| Baseline: memory per open stream of a bare proxy, Relay's connection server and hyper's own client connection upstream, no pool, nothing else; 9972 open (KB) | 21.5 | – | – | – | – | – | n/a |",
             "| 5500 ops/s, p99 8.00 | – | – | – | – | ≥ 5,000 ops/s, p99 ≤ 10 ms | met |",
             "| 2000; SQLite's: 3200 (0.62×) |",
             "| 0.550 (Relay 0.300 + PostgreSQL 0.250); 1.57× SQLite's | – | – | – | – | ≤ 1.5× SQLite's CPU per leg | **not met** |",

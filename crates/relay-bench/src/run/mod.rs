@@ -109,6 +109,9 @@ pub struct Options {
     pub relay_bin: Option<PathBuf>,
     /// This harness's own binary, to run the mock as `relay-bench mock`; `None` runs it on a thread.
     pub mock_exe: Option<PathBuf>,
+    /// `relay-bench-floor`, the bare proxy the open-stream row is measured beside; `None` skips
+    /// that baseline.
+    pub floor_exe: Option<PathBuf>,
     /// oha; `None` uses the built-in generator.
     pub oha: Option<PathBuf>,
     /// The `litellm` script; `None` skips LiteLLM (smoke mode).
@@ -287,6 +290,7 @@ pub async fn run(opts: &Options) -> Result<Report> {
         ));
     }
     relay.stop().await?;
+    report.streams_floor = floor_streams(opts, &mock.base_url(), scale.streams).await?;
 
     eprintln!(
         "relay-bench: note injection with {:?} notes, in-process",
@@ -477,8 +481,15 @@ async fn profile_on(
     Ok(())
 }
 
-/// Only the open-stream measurement: mock, Relay, `streams` open legs; prints what it found.
-pub async fn streams_only(opts: &Options, streams: usize) -> Result<crate::streams::StreamsResult> {
+/// Only the open-stream measurement: mock, Relay, `streams` open legs, then the same legs through
+/// the bare proxy with each upstream client (when `relay-bench-floor` is there).
+pub async fn streams_only(
+    opts: &Options,
+    streams: usize,
+) -> Result<(
+    crate::streams::StreamsResult,
+    Vec<crate::report::FloorStreams>,
+)> {
     let dir = tempfile::tempdir()?;
     let http = http_client()?;
     let mock = start_mock(opts).await?;
@@ -491,6 +502,32 @@ pub async fn streams_only(opts: &Options, streams: usize) -> Result<crate::strea
     }
     let result = crate::streams::hold_open(&base, &token, streams, relay.pid).await?;
     relay.stop().await?;
+    let floor = floor_streams(opts, &mock.base_url(), streams).await?;
     mock.stop().await;
-    Ok(result)
+    Ok((result, floor))
+}
+
+/// The open-stream baseline: the same legs through the bare proxy, with each upstream client.
+async fn floor_streams(
+    opts: &Options,
+    upstream: &str,
+    streams: usize,
+) -> Result<Vec<crate::report::FloorStreams>> {
+    let Some(exe) = &opts.floor_exe else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for client in [crate::floor::Client::Reqwest, crate::floor::Client::Hyper] {
+        eprintln!(
+            "relay-bench: {streams} open streams through the bare proxy, {}",
+            client.describe()
+        );
+        let result = crate::floor::measure(exe, upstream, client, streams).await?;
+        eprintln!(
+            "  {} open: RSS {} → {} KiB, {:.0} bytes per stream",
+            result.opened, result.rss_before_kib, result.rss_open_kib, result.bytes_per_stream
+        );
+        out.push(crate::report::FloorStreams { client, result });
+    }
+    Ok(out)
 }

@@ -1,0 +1,299 @@
+//! The open-stream baseline: a bare streaming proxy with nothing of Relay between its two
+//! connections, so the memory-per-stream row has a floor measured in the same run.
+//!
+//! It serves `POST /v1/agent/stream` on Relay's own connection server (`relay_server::server`,
+//! the same hyper settings), sends the leg's model, messages and tools upstream as an OpenAI
+//! request, and streams a `start` line and then each upstream chunk as one NDJSON line. No
+//! accounts, quota, notes, routing, metrics or logs. Two upstream clients: reqwest (Relay's) and
+//! hyper's own HTTP/1 client connection, one per leg with no pool (the least hyper allows).
+//! It runs as its own process (`relay-bench-floor`, jemalloc like `relay`) so its RSS is its own.
+
+use std::convert::Infallible;
+use std::path::Path;
+use std::process::Stdio;
+
+use anyhow::{Context, Result};
+use axum::body::{Body, Bytes};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use futures::{Stream, StreamExt};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+/// The first line the floor prints: this, then its address.
+const LISTENING: &str = "floor listening on ";
+
+/// How the floor reaches the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+pub enum Client {
+    /// reqwest with its connection pool, as Relay's providers do.
+    Reqwest,
+    /// hyper's HTTP/1 client connection, one per leg, no pool.
+    Hyper,
+}
+
+impl Client {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Reqwest => "reqwest upstream (Relay's client)",
+            Self::Hyper => "hyper's own client connection upstream, no pool",
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Upstream {
+    /// `http://host:port/v1`.
+    base: String,
+    client: Client,
+    reqwest: reqwest::Client,
+}
+
+/// The proxy's routes, sending upstream to `base` (an OpenAI-style `http://host:port/v1`).
+pub fn router(base: String, client: Client) -> axum::Router {
+    let upstream = Upstream {
+        base,
+        client,
+        reqwest: reqwest::Client::new(),
+    };
+    axum::Router::new()
+        .route("/v1/agent/stream", post(leg))
+        .with_state(upstream)
+}
+
+async fn leg(axum::extract::State(up): axum::extract::State<Upstream>, body: Bytes) -> Response {
+    let Ok(leg) = serde_json::from_slice::<Value>(&body) else {
+        return (StatusCode::BAD_REQUEST, "the body is not JSON").into_response();
+    };
+    let request = json!({
+        "model": leg["model"],
+        "stream": true,
+        "messages": leg["messages"],
+        "tools": leg["tools"],
+    })
+    .to_string();
+    let chunks = match up.client {
+        Client::Reqwest => via_reqwest(&up, request).await.map(StreamExt::boxed),
+        Client::Hyper => via_hyper(&up.base, request).await.map(StreamExt::boxed),
+    };
+    match chunks {
+        Ok(chunks) => ndjson(chunks),
+        Err(e) => (StatusCode::BAD_GATEWAY, format!("{e:#}")).into_response(),
+    }
+}
+
+async fn via_reqwest(
+    up: &Upstream,
+    request: String,
+) -> Result<impl Stream<Item = Option<Bytes>> + Send + 'static> {
+    let response = up
+        .reqwest
+        .post(format!("{}/chat/completions", up.base))
+        .header("content-type", "application/json")
+        .body(request)
+        .send()
+        .await?
+        .error_for_status()?;
+    Ok(response.bytes_stream().map(Result::ok))
+}
+
+async fn via_hyper(
+    base: &str,
+    request: String,
+) -> Result<impl Stream<Item = Option<Bytes>> + Send + 'static> {
+    let uri: axum::http::Uri = format!("{base}/chat/completions").parse()?;
+    let authority = uri
+        .authority()
+        .context("no host in the upstream URL")?
+        .clone();
+    let tcp = tokio::net::TcpStream::connect(authority.as_str()).await?;
+    tcp.set_nodelay(true)?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake::<_, http_body_util::Full<Bytes>>(TokioIo::new(tcp))
+            .await?;
+    tokio::spawn(connection);
+    let request = hyper::Request::post(uri.path())
+        .header("host", authority.as_str())
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(Bytes::from(request)))?;
+    let response = sender.send_request(request).await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "upstream {}",
+        response.status()
+    );
+    let frames = http_body_util::BodyStream::new(response.into_body());
+    Ok(frames.map(|frame| frame.ok().and_then(|f| f.into_data().ok())))
+}
+
+/// A `start` line, then each upstream chunk as a `text` line; a broken upstream ends the body.
+fn ndjson(chunks: impl Stream<Item = Option<Bytes>> + Send + 'static) -> Response {
+    let start =
+        futures::stream::once(async { Some(Bytes::from_static(b"{\"event\":\"start\"}\n")) });
+    let lines = chunks.map(|chunk| {
+        chunk.map(|c| {
+            let mut line = serde_json::to_vec(&json!({
+                "event": "text",
+                "text": String::from_utf8_lossy(&c),
+            }))
+            .unwrap_or_default();
+            line.push(b'\n');
+            Bytes::from(line)
+        })
+    });
+    let body = start
+        .chain(lines)
+        .take_while(|line| std::future::ready(line.is_some()))
+        .filter_map(|line| std::future::ready(line.map(Ok::<Bytes, Infallible>)));
+    Response::new(Body::from_stream(body))
+}
+
+/// The floor's process mode: the address on standard output, then serve until killed.
+pub async fn run_process(upstream: String, client: Client) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    println!("{LISTENING}{}", listener.local_addr()?);
+    relay_server::server::serve(
+        listener,
+        router(upstream, client),
+        std::future::pending::<()>(),
+    )
+    .await?;
+    Ok(())
+}
+
+/// A running floor process; dropping it kills it.
+pub struct Floor {
+    pub addr: std::net::SocketAddr,
+    pub pid: u32,
+    _child: tokio::process::Child,
+}
+
+impl Floor {
+    /// Starts `exe --upstream BASE --client CLIENT` and reads its address from its first line.
+    pub async fn start(exe: &Path, upstream: &str, client: Client) -> Result<Self> {
+        let client_arg = match client {
+            Client::Reqwest => "reqwest",
+            Client::Hyper => "hyper",
+        };
+        let mut child = tokio::process::Command::new(exe)
+            .args(["--upstream", upstream, "--client", client_arg])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start the bare proxy {}", exe.display()))?;
+        let pid = child.id().context("the bare proxy exited at once")?;
+        let stdout = child
+            .stdout
+            .take()
+            .context("the floor's stdout is not piped")?;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .context("the bare proxy did not start within 30 s")??
+            .context("the bare proxy exited before listening")?;
+        let addr = line
+            .strip_prefix(LISTENING)
+            .with_context(|| format!("unexpected first line from the bare proxy: {line}"))?
+            .trim()
+            .parse()?;
+        Ok(Self {
+            addr,
+            pid,
+            _child: child,
+        })
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// The open-stream baseline with one upstream client: starts the floor in front of `upstream`,
+/// runs 20 ordinary legs (as Relay gets before its figure), then holds `n` slow legs open exactly
+/// as the Relay row does and reads the floor's RSS.
+pub async fn measure(
+    exe: &Path,
+    upstream: &str,
+    client: Client,
+    n: usize,
+) -> Result<crate::streams::StreamsResult> {
+    let floor = Floor::start(exe, upstream, client).await?;
+    let base = floor.base();
+    let http = reqwest::Client::new();
+    let leg = crate::data::relay_leg(crate::data::FAST_MODEL, crate::data::PROJECT).to_string();
+    for _ in 0..20 {
+        let answer = http
+            .post(format!("{base}/v1/agent/stream"))
+            .header("content-type", "application/json")
+            .body(leg.clone())
+            .send()
+            .await?
+            .error_for_status()?
+            .text()
+            .await?;
+        anyhow::ensure!(
+            answer.starts_with("{\"event\":\"start\"}") && answer.contains("[DONE]"),
+            "the bare proxy's warm-up leg did not stream the whole answer: {answer}"
+        );
+    }
+    crate::streams::hold_open(&base, "", n, floor.pid).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn serve_floor(client: Client, upstream: String) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(relay_server::server::serve(
+            listener,
+            router(upstream, client),
+            std::future::pending::<()>(),
+        ));
+        format!("http://{addr}/v1/agent/stream")
+    }
+
+    #[tokio::test]
+    async fn both_clients_stream_the_upstream_answer_after_a_start_line() {
+        let mock = crate::mock::Mock::start_thread().unwrap();
+        let leg = crate::data::relay_leg(crate::data::FAST_MODEL, crate::data::PROJECT);
+        for client in [Client::Reqwest, Client::Hyper] {
+            let url = serve_floor(client, mock.base_url()).await;
+            let answer = reqwest::Client::new()
+                .post(&url)
+                .json(&leg)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(answer.status(), 200, "{client:?}");
+            let text = answer.text().await.unwrap();
+            let lines: Vec<Value> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert_eq!(lines[0], json!({"event": "start"}), "{client:?}");
+            let upstream: String = lines[1..]
+                .iter()
+                .map(|l| l["text"].as_str().unwrap())
+                .collect();
+            assert!(upstream.contains("chat.completion.chunk"), "{upstream}");
+            assert!(upstream.ends_with("data: [DONE]\n\n"), "{upstream}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_not_json_is_a_400_and_an_unreachable_upstream_a_502() {
+        let url = serve_floor(Client::Hyper, "http://127.0.0.1:1/v1".into()).await;
+        let http = reqwest::Client::new();
+        let bad = http.post(&url).body("{").send().await.unwrap();
+        assert_eq!(bad.status(), 400);
+        let leg = crate::data::relay_leg(crate::data::FAST_MODEL, crate::data::PROJECT);
+        let down = http.post(&url).json(&leg).send().await.unwrap();
+        assert_eq!(down.status(), 502);
+    }
+}
