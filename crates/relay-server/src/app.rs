@@ -58,6 +58,14 @@ impl Relay {
         &self.state
     }
 
+    /// After the server has stopped: leaves the stores ready for a quick next start.
+    pub async fn close(&self) {
+        self.state.memory().close().await;
+        if let Some(auth) = self.state.auth() {
+            auth.close().await;
+        }
+    }
+
     /// The complete router: every route of `routes::api`, the fallbacks, and the layers.
     pub fn router(&self) -> Router {
         let state = self.state.clone();

@@ -163,6 +163,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 relay_server::shutdown_signal(),
             )
             .await;
+            relay.close().await;
             if let Some(exporter) = exporter {
                 // Off the async workers: shutting down waits for the batch task's last export.
                 let _ = tokio::task::spawn_blocking(move || exporter.shutdown()).await;

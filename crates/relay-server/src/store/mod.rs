@@ -167,6 +167,9 @@ pub trait AuthStore: Send + Sync {
 
     /// A cheap round trip for readiness.
     async fn ping(&self) -> StoreResult<()>;
+
+    /// The process is about to exit (see `MemoryStore::close`).
+    async fn close(&self) {}
 }
 
 /// A note as stored.
@@ -277,6 +280,11 @@ pub trait MemoryStore: Send + Sync {
 
     /// A cheap round trip for readiness.
     async fn ping(&self) -> StoreResult<()>;
+
+    /// The process is about to exit: leave the store so that the next start opens it quickly.
+    /// SQLite moves its write-ahead log into the database file and empties it; a server database
+    /// has nothing to do.
+    async fn close(&self) {}
 }
 
 /// Connection settings shared by every backend.

@@ -168,4 +168,8 @@ impl AuthStore for SqliteStore {
         tx.rollback().await?;
         Ok(())
     }
+
+    async fn close(&self) {
+        self.checkpoints.empty_the_log().await;
+    }
 }

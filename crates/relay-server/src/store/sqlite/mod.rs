@@ -34,7 +34,7 @@ pub struct SqliteStore {
     /// The connection note writes go through (remember's group commit, bulk fills).
     writer: writer::NoteWriter,
     remembers: writer::RememberBatcher,
-    _checkpoints: checkpoint::Checkpointer,
+    checkpoints: checkpoint::Checkpointer,
 }
 
 impl SqliteStore {
@@ -71,7 +71,7 @@ impl SqliteStore {
         })?;
         let writer = writer::NoteWriter::open(&path, options.busy_timeout)?;
         Ok(Self {
-            _checkpoints: checkpoint::Checkpointer::start(&path)?,
+            checkpoints: checkpoint::Checkpointer::start(&path)?,
             writes: batch::leg_writes(&pool, &path)?,
             remembers: writer.remembers(),
             writer,

@@ -228,4 +228,8 @@ impl MemoryStore for SqliteStore {
     async fn ping(&self) -> StoreResult<()> {
         AuthStore::ping(self).await
     }
+
+    async fn close(&self) {
+        self.checkpoints.empty_the_log().await;
+    }
 }
