@@ -31,8 +31,10 @@ pub const COMMIT_CHECKPOINT_PAGES: i64 = 10_000;
 /// The log file is truncated back to this size after a checkpoint that caught up.
 pub const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
-/// How long the shutdown checkpoint waits for a write under way to finish.
-const AT_EXIT_WAIT: Duration = Duration::from_secs(2);
+/// How long the shutdown checkpoint waits for writes and reads under way to finish. Short: while
+/// it waits it holds the write lock, so another process serving the same file (several instances
+/// on one SQLite file) has its writes wait as long; a statement here takes milliseconds.
+const AT_EXIT_WAIT: Duration = Duration::from_millis(250);
 
 /// Stops the task when the store goes.
 pub struct Checkpointer {
@@ -91,7 +93,7 @@ impl Checkpointer {
     }
 
     /// Copies the whole log into the database file and truncates the log to nothing (a TRUNCATE
-    /// checkpoint), waiting up to `AT_EXIT_WAIT` for a write under way. For the moment before the
+    /// checkpoint), waiting up to `AT_EXIT_WAIT` for what is under way. For the moment before the
     /// process exits; on failure the next start reads the log back, as after a crash.
     pub async fn empty_the_log(&self) {
         let conn = self.conn.clone();
