@@ -10,17 +10,16 @@
 
 use std::convert::Infallible;
 use std::path::Path;
-use std::process::Stdio;
 
 use anyhow::{Context, Result};
 use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use clap::ValueEnum;
 use futures::{Stream, StreamExt};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 
 /// The first line the floor prints: this, then its address.
 const LISTENING: &str = "floor listening on ";
@@ -173,33 +172,17 @@ pub struct Floor {
 impl Floor {
     /// Starts `exe --upstream BASE --client CLIENT` and reads its address from its first line.
     pub async fn start(exe: &Path, upstream: &str, client: Client) -> Result<Self> {
-        let client_arg = match client {
-            Client::Reqwest => "reqwest",
-            Client::Hyper => "hyper",
-        };
-        let mut child = tokio::process::Command::new(exe)
-            .args(["--upstream", upstream, "--client", client_arg])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("cannot start the bare proxy {}", exe.display()))?;
+        let client_arg = client
+            .to_possible_value()
+            .context("every client has a name")?;
+        let (child, addr) = crate::child::spawn_listening(
+            exe,
+            &["--upstream", upstream, "--client", client_arg.get_name()],
+            LISTENING,
+            "the bare proxy",
+        )
+        .await?;
         let pid = child.id().context("the bare proxy exited at once")?;
-        let stdout = child
-            .stdout
-            .take()
-            .context("the floor's stdout is not piped")?;
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
-            .await
-            .context("the bare proxy did not start within 30 s")??
-            .context("the bare proxy exited before listening")?;
-        let addr = line
-            .strip_prefix(LISTENING)
-            .with_context(|| format!("unexpected first line from the bare proxy: {line}"))?
-            .trim()
-            .parse()?;
         Ok(Self {
             addr,
             pid,

@@ -9,11 +9,10 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -21,7 +20,6 @@ use axum::http::header;
 use axum::response::Response;
 use axum::routing::{get, post};
 use futures::StreamExt;
-use tokio::io::AsyncBufReadExt;
 
 /// Prefix of the line the mock process prints on standard output once it listens.
 pub const LISTENING: &str = "mock listening on ";
@@ -129,28 +127,8 @@ pub enum Mock {
 impl Mock {
     /// Starts `exe mock` and reads its address from its first line of output.
     pub async fn start_process(exe: &Path) -> Result<Self> {
-        let mut child = tokio::process::Command::new(exe)
-            .arg("mock")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("cannot start the mock upstream {}", exe.display()))?;
-        let stdout = child
-            .stdout
-            .take()
-            .context("the mock's stdout is not piped")?;
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
-            .await
-            .context("the mock upstream did not start within 30 s")??
-            .context("the mock upstream exited before listening")?;
-        let addr = line
-            .strip_prefix(LISTENING)
-            .with_context(|| format!("unexpected first line from the mock: {line}"))?
-            .trim()
-            .parse()?;
+        let (child, addr) =
+            crate::child::spawn_listening(exe, &["mock"], LISTENING, "the mock upstream").await?;
         Ok(Self::Process { addr, child })
     }
 

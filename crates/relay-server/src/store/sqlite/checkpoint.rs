@@ -142,11 +142,8 @@ mod tests {
         n
     }
 
-    #[tokio::test]
-    async fn committed_notes_reach_the_database_file_without_a_commit_checkpointing() {
-        let dir = tempfile::tempdir().unwrap();
-        let scratch = tempfile::tempdir().unwrap();
-        let db = dir.path().join("relay.db");
+    /// A store at `db` with `n` notes of user u1 in project p, written in one bulk insert.
+    async fn store_with_notes(db: &std::path::Path, n: usize) -> SqliteStore {
         let options = StoreOptions {
             max_connections: 4,
             busy_timeout: std::time::Duration::from_secs(5),
@@ -154,7 +151,7 @@ mod tests {
         let store = SqliteStore::open(&format!("sqlite://{}", db.display()), &options)
             .await
             .unwrap();
-        let notes: Vec<NewNote> = (0..2_000)
+        let notes: Vec<NewNote> = (0..n)
             .map(|i| NewNote {
                 user_id: "u1".into(),
                 project_id: ProjectId::parse("p").unwrap(),
@@ -165,6 +162,15 @@ mod tests {
             })
             .collect();
         store.insert_notes_bulk(&notes).await.unwrap();
+        store
+    }
+
+    #[tokio::test]
+    async fn committed_notes_reach_the_database_file_without_a_commit_checkpointing() {
+        let dir = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let db = dir.path().join("relay.db");
+        let store = store_with_notes(&db, 2_000).await;
         // The insert is far below the commits' own checkpoint threshold: only the background task
         // moves the notes from the log into the file, within about a second.
         let deadline = Instant::now() + std::time::Duration::from_secs(10);
@@ -187,24 +193,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let scratch = tempfile::tempdir().unwrap();
         let db = dir.path().join("relay.db");
-        let options = StoreOptions {
-            max_connections: 4,
-            busy_timeout: std::time::Duration::from_secs(5),
-        };
-        let store = SqliteStore::open(&format!("sqlite://{}", db.display()), &options)
-            .await
-            .unwrap();
-        let notes: Vec<NewNote> = (0..500)
-            .map(|i| NewNote {
-                user_id: "u1".into(),
-                project_id: ProjectId::parse("p").unwrap(),
-                text: NoteText::parse(&format!("note number {i}"), "note").unwrap(),
-                author: Author::default(),
-                mem_type: MemType::default(),
-                created_at: 1.0,
-            })
-            .collect();
-        store.insert_notes_bulk(&notes).await.unwrap();
+        let store = store_with_notes(&db, 500).await;
         let wal = dir.path().join("relay.db-wal");
         let log_len = || std::fs::metadata(&wal).map_or(0, |m| m.len());
         assert!(log_len() > 0, "the insert wrote no log");
