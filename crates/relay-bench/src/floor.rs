@@ -4,12 +4,15 @@
 //! It serves `POST /v1/agent/stream` on Relay's own connection server (`relay_server::server`,
 //! the same hyper settings), sends the leg's model, messages and tools upstream as an OpenAI
 //! request, and streams a `start` line and then each upstream chunk as one NDJSON line. No
-//! accounts, quota, notes, routing, metrics or logs. Two upstream clients: reqwest (Relay's) and
-//! hyper's own HTTP/1 client connection, one per leg with no pool (the least hyper allows).
+//! accounts, quota, notes, routing, metrics or logs. Two upstream clients: reqwest on Relay's
+//! provider lanes (`relay_server::providers::lanes`, so over HTTPS legs share HTTP/2 connections
+//! as Relay's do) and hyper's own HTTP/1 client connection, one per leg with no pool (the least
+//! hyper allows; plain HTTP only).
 //! It runs as its own process (`relay-bench-floor`, jemalloc like `relay`) so its RSS is its own.
 
 use std::convert::Infallible;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use axum::body::{Body, Bytes};
@@ -19,6 +22,9 @@ use axum::routing::post;
 use clap::ValueEnum;
 use futures::{Stream, StreamExt};
 use hyper_util::rt::TokioIo;
+use relay_server::providers::lanes::{
+    ClientSettings, DEFAULT_STREAMS_PER_CONNECTION, Lanes, Lease,
+};
 use serde_json::{Value, json};
 
 /// The first line the floor prints: this, then its address.
@@ -36,7 +42,7 @@ pub enum Client {
 impl Client {
     pub fn describe(self) -> &'static str {
         match self {
-            Self::Reqwest => "reqwest upstream (Relay's client)",
+            Self::Reqwest => "reqwest upstream on Relay's provider lanes (Relay's client)",
             Self::Hyper => "hyper's own client connection upstream, no pool",
         }
     }
@@ -47,19 +53,24 @@ struct Upstream {
     /// `http://host:port/v1`.
     base: String,
     client: Client,
-    reqwest: reqwest::Client,
+    lanes: Arc<Lanes>,
 }
 
-/// The proxy's routes, sending upstream to `base` (an OpenAI-style `http://host:port/v1`).
-pub fn router(base: String, client: Client) -> axum::Router {
+/// The proxy's routes, sending upstream to `base` (an OpenAI-style `http://host:port/v1` or
+/// `https://…`, trusting `ca_file` when given).
+pub fn router(base: String, client: Client, ca_file: Option<&Path>) -> Result<axum::Router> {
+    let settings = match ca_file {
+        Some(path) => ClientSettings::with_ca_file(path)?,
+        None => ClientSettings::default(),
+    };
     let upstream = Upstream {
         base,
         client,
-        reqwest: reqwest::Client::new(),
+        lanes: Arc::new(Lanes::new(settings, DEFAULT_STREAMS_PER_CONNECTION)?),
     };
-    axum::Router::new()
+    Ok(axum::Router::new()
         .route("/v1/agent/stream", post(leg))
-        .with_state(upstream)
+        .with_state(upstream))
 }
 
 async fn leg(axum::extract::State(up): axum::extract::State<Upstream>, body: Bytes) -> Response {
@@ -87,15 +98,19 @@ async fn via_reqwest(
     up: &Upstream,
     request: String,
 ) -> Result<impl Stream<Item = Option<Bytes>> + Send + 'static> {
-    let response = up
-        .reqwest
+    let (http, lease): (reqwest::Client, Lease) = up.lanes.lease()?;
+    let response = http
         .post(format!("{}/chat/completions", up.base))
         .header("content-type", "application/json")
         .body(request)
         .send()
         .await?
         .error_for_status()?;
-    Ok(response.bytes_stream().map(Result::ok))
+    // The leg keeps its place on the lane while its body streams, as in Relay.
+    Ok(response.bytes_stream().map(move |chunk| {
+        let _ = &lease;
+        chunk.ok()
+    }))
 }
 
 async fn via_hyper(
@@ -150,15 +165,11 @@ fn ndjson(chunks: impl Stream<Item = Option<Bytes>> + Send + 'static) -> Respons
 }
 
 /// The floor's process mode: the address on standard output, then serve until killed.
-pub async fn run_process(upstream: String, client: Client) -> Result<()> {
+pub async fn run_process(upstream: String, client: Client, ca_file: Option<PathBuf>) -> Result<()> {
+    let router = router(upstream, client, ca_file.as_deref())?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     println!("{LISTENING}{}", listener.local_addr()?);
-    relay_server::server::serve(
-        listener,
-        router(upstream, client),
-        std::future::pending::<()>(),
-    )
-    .await?;
+    relay_server::server::serve(listener, router, std::future::pending::<()>()).await?;
     Ok(())
 }
 
@@ -170,18 +181,24 @@ pub struct Floor {
 }
 
 impl Floor {
-    /// Starts `exe --upstream BASE --client CLIENT` and reads its address from its first line.
-    pub async fn start(exe: &Path, upstream: &str, client: Client) -> Result<Self> {
+    /// Starts `exe --upstream BASE --client CLIENT [--ca-file CA]` and reads its address from its
+    /// first line.
+    pub async fn start(
+        exe: &Path,
+        upstream: &str,
+        client: Client,
+        ca_file: Option<&Path>,
+    ) -> Result<Self> {
         let client_arg = client
             .to_possible_value()
             .context("every client has a name")?;
-        let (child, addr) = crate::child::spawn_listening(
-            exe,
-            &["--upstream", upstream, "--client", client_arg.get_name()],
-            LISTENING,
-            "the bare proxy",
-        )
-        .await?;
+        let mut args = vec!["--upstream", upstream, "--client", client_arg.get_name()];
+        let ca_arg = ca_file.map(|p| p.to_string_lossy().into_owned());
+        if let Some(ca) = &ca_arg {
+            args.extend(["--ca-file", ca]);
+        }
+        let (child, addr) =
+            crate::child::spawn_listening(exe, &args, LISTENING, "the bare proxy").await?;
         let pid = child.id().context("the bare proxy exited at once")?;
         Ok(Self {
             addr,
@@ -202,9 +219,10 @@ pub async fn measure(
     exe: &Path,
     upstream: &str,
     client: Client,
+    ca_file: Option<&Path>,
     n: usize,
 ) -> Result<crate::streams::StreamsResult> {
-    let floor = Floor::start(exe, upstream, client).await?;
+    let floor = Floor::start(exe, upstream, client, ca_file).await?;
     let base = floor.base();
     let http = reqwest::Client::new();
     let leg = crate::data::relay_leg(crate::data::FAST_MODEL, crate::data::PROJECT).to_string();
@@ -223,7 +241,8 @@ pub async fn measure(
             "the bare proxy's warm-up leg did not stream the whole answer: {answer}"
         );
     }
-    crate::streams::hold_open(&base, "", n, floor.pid).await
+    let sockets = crate::streams::Sockets::for_upstream(upstream);
+    crate::streams::hold_open(&base, "", n, floor.pid, sockets).await
 }
 
 #[cfg(test)]
@@ -235,7 +254,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         tokio::spawn(relay_server::server::serve(
             listener,
-            router(upstream, client),
+            router(upstream, client, None).unwrap(),
             std::future::pending::<()>(),
         ));
         format!("http://{addr}/v1/agent/stream")

@@ -14,6 +14,7 @@ pub mod relay;
 pub mod report;
 pub mod run;
 pub mod streams;
+pub mod tls;
 
 pub use report::Report;
 pub use run::{Options, Scale, profile, run};

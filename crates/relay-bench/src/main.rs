@@ -54,6 +54,9 @@ enum Command {
     Mock {
         #[arg(long, default_value_t = 0)]
         port: u16,
+        /// Serve HTTPS (HTTP/2 and HTTP/1.1) with a new self-signed certificate, written here.
+        #[arg(long)]
+        tls_ca: Option<PathBuf>,
     },
     /// Only the in-process note injection measurement.
     Inject {
@@ -116,8 +119,8 @@ fn which(name: &str) -> Option<PathBuf> {
 
 fn real_main() -> Result<ExitCode> {
     let cli = Cli::parse();
-    if let Some(Command::Mock { port }) = cli.command {
-        relay_bench::mock::run_process(port)?;
+    if let Some(Command::Mock { port, tls_ca }) = cli.command {
+        relay_bench::mock::run_process(port, tls_ca.as_deref())?;
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(Command::Inject {

@@ -99,15 +99,20 @@ pub async fn serve(listener: tokio::net::TcpListener) -> std::io::Result<()> {
     axum::serve(listener, router()).await
 }
 
-/// The mock's process mode: a single-threaded runtime, the address printed on standard output.
-pub fn run_process(port: u16) -> Result<()> {
+/// The mock's process mode: a single-threaded runtime, the address printed on standard output;
+/// with `tls_ca`, HTTPS with a new certificate whose PEM is written there first.
+pub fn run_process(port: u16, tls_ca: Option<&Path>) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+        let acceptor = tls_ca.map(crate::tls::acceptor).transpose()?;
         println!("{LISTENING}{}", listener.local_addr()?);
-        serve(listener).await?;
+        match acceptor {
+            Some(acceptor) => crate::tls::serve(listener, acceptor, router()).await?,
+            None => serve(listener).await?,
+        }
         Ok(())
     })
 }
@@ -117,6 +122,8 @@ pub enum Mock {
     Process {
         addr: SocketAddr,
         child: tokio::process::Child,
+        /// Serving HTTPS, reached as `localhost`.
+        tls: bool,
     },
     Thread {
         addr: SocketAddr,
@@ -129,7 +136,28 @@ impl Mock {
     pub async fn start_process(exe: &Path) -> Result<Self> {
         let (child, addr) =
             crate::child::spawn_listening(exe, &["mock"], LISTENING, "the mock upstream").await?;
-        Ok(Self::Process { addr, child })
+        Ok(Self::Process {
+            addr,
+            child,
+            tls: false,
+        })
+    }
+
+    /// Starts `exe mock --tls-ca CA`: HTTPS with HTTP/2, its certificate's PEM written to `ca`.
+    pub async fn start_process_tls(exe: &Path, ca: &Path) -> Result<Self> {
+        let ca_arg = ca.to_string_lossy();
+        let (child, addr) = crate::child::spawn_listening(
+            exe,
+            &["mock", "--tls-ca", &ca_arg],
+            LISTENING,
+            "the HTTPS mock upstream",
+        )
+        .await?;
+        Ok(Self::Process {
+            addr,
+            child,
+            tls: true,
+        })
     }
 
     /// Runs the mock on a thread of its own with its own single-threaded runtime.
@@ -176,7 +204,12 @@ impl Mock {
 
     /// The OpenAI-style base URL (`…/v1`).
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr())
+        match self {
+            Self::Process { tls: true, .. } => {
+                format!("https://{}:{}/v1", crate::tls::HOST, self.addr().port())
+            }
+            _ => format!("http://{}/v1", self.addr()),
+        }
     }
 
     pub fn pid(&self) -> Option<u32> {

@@ -76,6 +76,23 @@ suggest_burst = 10000000
     Ok(path)
 }
 
+/// `write_config` (the same SQLite database) with the mock at `mock_base_url` over HTTPS, its
+/// certificate trusted through the provider's `ca_file`, written to `relay-https.toml`.
+pub fn write_config_https(dir: &Path, mock_base_url: &str, ca_file: &Path) -> Result<PathBuf> {
+    let url = format!("sqlite://{}", dir.join("relay.db").display());
+    let path = write_config_on(dir, mock_base_url, &url, "relay-https.toml")?;
+    let config = std::fs::read_to_string(&path)?.replacen(
+        &format!("base_url = \"{mock_base_url}\"\n"),
+        &format!(
+            "base_url = \"{mock_base_url}\"\nca_file = {}\n",
+            serde_json::Value::String(ca_file.display().to_string())
+        ),
+        1,
+    );
+    std::fs::write(&path, config)?;
+    Ok(path)
+}
+
 /// How Relay runs.
 enum Kind {
     Child {

@@ -1,7 +1,9 @@
 //! Many concurrent open legs against the slow model: every leg gets its `start` line and then
 //! stays open (the mock never finishes it), and Relay's resident memory is read with all of them
-//! open. Each open leg holds two sockets in Relay (client and upstream), so the open-file limit
-//! bounds how many can be open at once; the harness says so when it had to open fewer.
+//! open. Each open leg holds two sockets in Relay (client and upstream) when the upstream is
+//! plain HTTP/1.1, one (the client's) when it is HTTPS with HTTP/2 and legs share connections;
+//! the open-file limit bounds how many can be open at once, and the harness says so when it had
+//! to open fewer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,37 +31,70 @@ pub struct StreamsResult {
     pub bytes_per_stream: f64,
 }
 
-/// How many more legs Relay can hold open: each takes `per_leg` descriptors out of what its soft
-/// limit leaves beside the ones it has open already, less a margin for the database files and
-/// the `/metrics` reads. `None` (no `/proc`) does not cap.
-pub fn max_streams_for_nofile(nofile: Option<(u64, u64)>, per_leg: u64) -> usize {
+/// The sockets an open leg holds in the measured process, by how it reaches the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sockets {
+    /// Plain HTTP/1.1 upstream: the client's connection and one upstream connection per leg.
+    TwoPerLeg,
+    /// HTTPS upstream with HTTP/2: the client's connection, and a hundredth of an upstream
+    /// connection (100 legs share one).
+    OnePerLeg,
+}
+
+impl Sockets {
+    /// Which of the two a leg to the upstream at `base_url` holds.
+    pub fn for_upstream(base_url: &str) -> Self {
+        if base_url.starts_with("https://") {
+            Self::OnePerLeg
+        } else {
+            Self::TwoPerLeg
+        }
+    }
+
+    /// Descriptors per leg, in hundredths.
+    fn hundredths(self) -> u64 {
+        match self {
+            Self::TwoPerLeg => 200,
+            Self::OnePerLeg => 101,
+        }
+    }
+}
+
+/// How many more legs Relay can hold open: each takes `per_leg_hundredths` / 100 descriptors out
+/// of what its soft limit leaves beside the ones it has open already, less a margin for the
+/// database files and the `/metrics` reads. `None` (no `/proc`) does not cap.
+pub fn max_streams_for_nofile(nofile: Option<(u64, u64)>, per_leg_hundredths: u64) -> usize {
     nofile.map_or(usize::MAX, |(soft, open)| {
-        usize::try_from(soft.saturating_sub(open + 16) / per_leg).unwrap_or(usize::MAX)
+        usize::try_from(soft.saturating_sub(open + 16) * 100 / per_leg_hundredths)
+            .unwrap_or(usize::MAX)
     })
 }
 
 /// Opens `requested` legs (fewer if Relay's open-file limit says so), waits until every one has
 /// its `start` line, reads Relay's RSS, then closes them all. `relay_pid` is Relay's process;
 /// when it is this process (Relay in-process), each leg's client socket counts against the same
-/// limit too.
+/// limit too. `sockets` says how many an open leg holds in Relay.
 pub async fn hold_open(
     base: &str,
     token: &str,
     requested: usize,
     relay_pid: u32,
+    sockets: Sockets,
 ) -> Result<StreamsResult> {
     let rss = || crate::procfs::rss_kib(relay_pid);
-    let per_leg = if relay_pid == std::process::id() {
-        3
+    let in_process = if relay_pid == std::process::id() {
+        100
     } else {
-        2
+        0
     };
+    let per_leg = sockets.hundredths() + in_process;
     let nofile = crate::procfs::nofile_of(relay_pid);
     let n = requested.min(max_streams_for_nofile(nofile, per_leg));
     let capped_by = (n < requested).then(|| {
         format!(
-            "Relay's open-file limit ({} per process, the hard limit here, which `ulimit -Hn`/`prlimit` cannot raise without CAP_SYS_RESOURCE; each open leg holds {per_leg} sockets in Relay's process)",
-            nofile.map_or(0, |(soft, _)| soft)
+            "Relay's open-file limit ({} per process, the hard limit here, which `ulimit -Hn`/`prlimit` cannot raise without CAP_SYS_RESOURCE; each open leg holds {} sockets in Relay's process)",
+            nofile.map_or(0, |(soft, _)| soft),
+            per_leg as f64 / 100.0
         )
     });
     // One connection per leg, never pooled: the point is n concurrent connections.
@@ -226,9 +261,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn two_descriptors_per_leg() {
-        assert_eq!(max_streams_for_nofile(Some((20_000, 40)), 2), 9_972);
-        assert_eq!(max_streams_for_nofile(Some((20_000, 40)), 3), 6_648);
-        assert_eq!(max_streams_for_nofile(None, 2), usize::MAX);
+    fn descriptors_per_leg() {
+        assert_eq!(max_streams_for_nofile(Some((20_000, 40)), 200), 9_972);
+        assert_eq!(max_streams_for_nofile(Some((20_000, 40)), 300), 6_648);
+        // HTTP/2 upstream: 10,000 legs fit under 20,000 descriptors.
+        assert_eq!(max_streams_for_nofile(Some((20_000, 40)), 101), 19_746);
+        assert_eq!(max_streams_for_nofile(None, 200), usize::MAX);
+    }
+
+    #[test]
+    fn https_upstreams_share_connections() {
+        assert_eq!(
+            Sockets::for_upstream("https://127.0.0.1:9/v1"),
+            Sockets::OnePerLeg
+        );
+        assert_eq!(
+            Sockets::for_upstream("http://127.0.0.1:9/v1"),
+            Sockets::TwoPerLeg
+        );
     }
 }

@@ -59,6 +59,15 @@ fn smoke_pipeline_produces_every_figure() {
         table.contains("Baseline: memory per open stream of a bare proxy"),
         "{table}"
     );
+    // The same legs with the mock over HTTPS offering HTTP/2: Relay, then the bare proxy.
+    let https = report.streams_https.as_ref().expect("the HTTPS rows ran");
+    assert_eq!(https.opened, 200, "{table}");
+    assert_eq!(report.streams_https_floor.len(), 1, "{table}");
+    assert_eq!(report.streams_https_floor[0].result.opened, 200, "{table}");
+    assert!(
+        table.contains("Memory per open stream, upstream over HTTPS with HTTP/2 (KB)"),
+        "{table}"
+    );
     let pg = report.postgres.as_ref().expect("the PostgreSQL rows ran");
     assert!(
         pg.at_rate.ok > 0 && pg.db_cpu_ms_per_leg_at_rate.is_some(),

@@ -138,10 +138,8 @@ async fn a_leg_is_traced_under_the_callers_trace_and_the_provider_gets_it() {
     };
     config.memory.url = format!("sqlite://{}", dir.path().join("relay.db").display());
     config.providers = vec![ProviderConfig {
-        name: "double".into(),
-        kind: ProviderKind::Openai,
         base_url: Some(provider_url),
-        api_key_env: None,
+        ..ProviderConfig::new("double", ProviderKind::Openai)
     }];
     config.models = vec![ModelConfig {
         name: "m".into(),

@@ -20,10 +20,13 @@ struct Cli {
     upstream: String,
     #[arg(long, value_enum, default_value = "reqwest")]
     client: Client,
+    /// The PEM certificate an HTTPS upstream is signed with (the HTTPS mock writes it).
+    #[arg(long)]
+    ca_file: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    run_process(cli.upstream, cli.client).await
+    run_process(cli.upstream, cli.client, cli.ca_file).await
 }

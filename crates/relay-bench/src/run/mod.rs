@@ -275,7 +275,9 @@ pub async fn run(opts: &Options) -> Result<Report> {
     for _ in 0..20 {
         check_leg(&http, &base, &token).await?;
     }
-    report.streams = crate::streams::hold_open(&base, &token, scale.streams, relay.pid).await?;
+    let sockets = crate::streams::Sockets::for_upstream(&mock.base_url());
+    report.streams =
+        crate::streams::hold_open(&base, &token, scale.streams, relay.pid, sockets).await?;
     eprintln!(
         "  {} open: RSS {} → {} KiB, {:.0} bytes per stream",
         report.streams.opened,
@@ -290,7 +292,13 @@ pub async fn run(opts: &Options) -> Result<Report> {
         ));
     }
     relay.stop().await?;
-    report.streams_floor = floor_streams(opts, &mock.base_url(), scale.streams).await?;
+    report.streams_floor = floor_streams(opts, &mock.base_url(), None, scale.streams).await?;
+    if let Some((relay_https, floor_https)) =
+        https_streams(opts, dir.path(), &http, scale.streams).await?
+    {
+        report.streams_https = Some(relay_https);
+        report.streams_https_floor = floor_https;
+    }
 
     eprintln!(
         "relay-bench: note injection with {:?} notes, in-process",
@@ -500,17 +508,85 @@ pub async fn streams_only(
     for _ in 0..20 {
         check_leg(&http, &base, &token).await?;
     }
-    let result = crate::streams::hold_open(&base, &token, streams, relay.pid).await?;
+    let sockets = crate::streams::Sockets::for_upstream(&mock.base_url());
+    let result = crate::streams::hold_open(&base, &token, streams, relay.pid, sockets).await?;
     relay.stop().await?;
-    let floor = floor_streams(opts, &mock.base_url(), streams).await?;
+    let mut floor = floor_streams(opts, &mock.base_url(), None, streams).await?;
     mock.stop().await;
+    if let Some((relay_https, floor_https)) =
+        https_streams(opts, dir.path(), &http, streams).await?
+    {
+        eprintln!(
+            "over HTTPS with HTTP/2: Relay {:.1} KB per stream ({} open)",
+            relay_https.bytes_per_stream / 1000.0,
+            relay_https.opened
+        );
+        floor.extend(floor_https);
+    }
     Ok((result, floor))
+}
+
+/// The open-stream measurement with the mock over HTTPS offering HTTP/2, as the cloud providers
+/// serve: Relay restarted on the same database (`dir`) with the provider at `https://…` and the
+/// mock's certificate as its `ca_file`, then the bare proxy on Relay's lanes in front of the same
+/// mock. `None` when the mock cannot run as a process of its own (no `mock_exe`).
+async fn https_streams(
+    opts: &Options,
+    dir: &std::path::Path,
+    http: &reqwest::Client,
+    streams: usize,
+) -> Result<
+    Option<(
+        crate::streams::StreamsResult,
+        Vec<crate::report::FloorStreams>,
+    )>,
+> {
+    let Some(exe) = &opts.mock_exe else {
+        return Ok(None);
+    };
+    let ca = dir.join("mock-ca.pem");
+    let mock = Mock::start_process_tls(exe, &ca).await?;
+    let config = relay::write_config_https(dir, &mock.base_url(), &ca)?;
+    eprintln!(
+        "relay-bench: {streams} open streams with the mock over HTTPS ({})",
+        mock.base_url()
+    );
+    let relay = start_relay(opts, &config, dir, http, 3).await?;
+    let base = relay.base();
+    let token = relay::sign_in(http, &base).await?;
+    for _ in 0..20 {
+        check_leg(http, &base, &token).await?;
+    }
+    let sockets = crate::streams::Sockets::for_upstream(&mock.base_url());
+    let result = crate::streams::hold_open(&base, &token, streams, relay.pid, sockets).await?;
+    eprintln!(
+        "  {} open: RSS {} → {} KiB, {:.0} bytes per stream",
+        result.opened, result.rss_before_kib, result.rss_open_kib, result.bytes_per_stream
+    );
+    relay.stop().await?;
+    let floor = match &opts.floor_exe {
+        Some(floor_exe) => {
+            let client = crate::floor::Client::Reqwest;
+            eprintln!(
+                "relay-bench: {streams} open streams through the bare proxy over HTTPS, {}",
+                client.describe()
+            );
+            let result =
+                crate::floor::measure(floor_exe, &mock.base_url(), client, Some(&ca), streams)
+                    .await?;
+            vec![crate::report::FloorStreams { client, result }]
+        }
+        None => Vec::new(),
+    };
+    mock.stop().await;
+    Ok(Some((result, floor)))
 }
 
 /// The open-stream baseline: the same legs through the bare proxy, with each upstream client.
 async fn floor_streams(
     opts: &Options,
     upstream: &str,
+    ca_file: Option<&std::path::Path>,
     streams: usize,
 ) -> Result<Vec<crate::report::FloorStreams>> {
     let Some(exe) = &opts.floor_exe else {
@@ -522,7 +598,7 @@ async fn floor_streams(
             "relay-bench: {streams} open streams through the bare proxy, {}",
             client.describe()
         );
-        let result = crate::floor::measure(exe, upstream, client, streams).await?;
+        let result = crate::floor::measure(exe, upstream, client, ca_file, streams).await?;
         eprintln!(
             "  {} open: RSS {} → {} KiB, {:.0} bytes per stream",
             result.opened, result.rss_before_kib, result.rss_open_kib, result.bytes_per_stream

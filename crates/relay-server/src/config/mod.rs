@@ -210,6 +210,12 @@ impl Config {
                     p.name
                 ));
             }
+            if p.streams_per_connection == 0 {
+                return bad(format!(
+                    "providers `{}`: streams_per_connection must be at least 1",
+                    p.name
+                ));
+            }
         }
         let mut model_names = std::collections::HashSet::new();
         for m in &self.models {

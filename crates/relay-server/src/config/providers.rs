@@ -1,6 +1,8 @@
 //! `[[providers]]`, `[[models]]` and `[routing]`: where legs and suggestions go, and how a leg
 //! moves from one model to the next.
 
+use std::path::PathBuf;
+
 use serde::Deserialize;
 
 /// `[[providers]]`.
@@ -14,6 +16,32 @@ pub struct ProviderConfig {
     /// The environment variable holding the key; the key itself never appears in configuration.
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// A PEM file of the certificates that sign the provider's server (a private CA), trusted for
+    /// this provider in place of the system's roots, as `curl --cacert` does.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// How many legs share one HTTP/2 connection to this provider before another is opened
+    /// (HTTPS providers that offer HTTP/2; plain `http://` ones use one connection per leg).
+    #[serde(default = "default_streams_per_connection")]
+    pub streams_per_connection: usize,
+}
+
+impl ProviderConfig {
+    /// A provider with no `ca_file` and the default streams per connection.
+    pub fn new(name: impl Into<String>, kind: ProviderKind) -> Self {
+        Self {
+            name: name.into(),
+            kind,
+            base_url: None,
+            api_key_env: None,
+            ca_file: None,
+            streams_per_connection: default_streams_per_connection(),
+        }
+    }
+}
+
+fn default_streams_per_connection() -> usize {
+    crate::providers::lanes::DEFAULT_STREAMS_PER_CONNECTION
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

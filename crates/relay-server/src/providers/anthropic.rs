@@ -6,12 +6,14 @@
 //! closing the previous one.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::endpoint::{Endpoint, KeyHeader};
+use super::lanes::Lanes;
 use super::sse::{self, EventNormaliser, parse_json};
 use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
@@ -31,14 +33,14 @@ pub struct AnthropicProvider {
 
 impl AnthropicProvider {
     /// `base_url` ends before `/v1/messages`; empty means Anthropic's.
-    pub fn new(base_url: String, api_key: Option<String>, http: reqwest::Client) -> Self {
+    pub fn new(base_url: String, api_key: Option<String>, lanes: Arc<Lanes>) -> Self {
         Self {
             endpoint: Endpoint::new(
                 base_url,
                 DEFAULT_BASE_URL,
                 api_key,
                 KeyHeader::Named("x-api-key"),
-                http,
+                lanes,
             ),
         }
     }

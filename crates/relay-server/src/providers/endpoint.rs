@@ -1,12 +1,14 @@
 //! What the three HTTP adapters share: where the provider is, its key (never shown in `Debug`
-//! output), the HTTP client, and sending one streaming request with the key in its header.
+//! output), the HTTP clients, and sending one streaming request with the key in its header.
 
 use std::fmt;
+use std::sync::Arc;
 
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderValue};
 use serde::Serialize;
 
 use super::ProviderError;
+use super::lanes::{Lanes, Lease};
 use super::sse;
 
 /// The header a provider reads its key from.
@@ -18,13 +20,20 @@ pub enum KeyHeader {
     Named(&'static str),
 }
 
-/// A provider's address, key and client.
+/// A provider's address, key and clients.
 #[derive(Clone)]
 pub struct Endpoint {
     base_url: String,
     api_key: Option<String>,
     key_header: KeyHeader,
-    http: reqwest::Client,
+    lanes: Arc<Lanes>,
+}
+
+/// A provider's answer (headers in, body still streaming) and the leg's place on its lane,
+/// which is given back when the body is dropped.
+pub struct Upstream {
+    pub response: reqwest::Response,
+    pub lease: Lease,
 }
 
 impl fmt::Debug for Endpoint {
@@ -44,7 +53,7 @@ impl Endpoint {
         default: &str,
         api_key: Option<String>,
         key_header: KeyHeader,
-        http: reqwest::Client,
+        lanes: Arc<Lanes>,
     ) -> Self {
         let base_url = if base_url.trim().is_empty() {
             default
@@ -55,7 +64,7 @@ impl Endpoint {
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key: api_key.filter(|k| !k.is_empty()),
             key_header,
-            http,
+            lanes,
         }
     }
 
@@ -70,9 +79,12 @@ impl Endpoint {
         url: reqwest::Url,
         body: &impl Serialize,
         extra: &[(&'static str, &'static str)],
-    ) -> Result<reqwest::Response, ProviderError> {
-        let mut builder = self
-            .http
+    ) -> Result<Upstream, ProviderError> {
+        let (http, lease) = self
+            .lanes
+            .lease()
+            .map_err(|_| ProviderError::Connect("the HTTP client could not be built".into()))?;
+        let mut builder = http
             .post(url)
             .header(ACCEPT, "text/event-stream")
             .json(body);
@@ -95,7 +107,8 @@ impl Endpoint {
             value.set_sensitive(true);
             builder = builder.header(name, value);
         }
-        sse::send(builder).await
+        let response = sse::send(builder).await?;
+        Ok(Upstream { response, lease })
     }
 
     /// `base_url` followed by `path` (which starts with `/`).

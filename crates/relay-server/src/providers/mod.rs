@@ -9,6 +9,7 @@ pub mod anthropic;
 pub mod demo;
 pub mod endpoint;
 pub mod gemini;
+pub mod lanes;
 pub mod openai;
 pub mod openai_responses;
 pub mod registry;

@@ -9,8 +9,10 @@
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 use super::endpoint::{Endpoint, KeyHeader};
+use super::lanes::Lanes;
 use super::sse::{self, EventNormaliser, parse_json};
 use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
@@ -28,9 +30,15 @@ pub struct OpenAiResponsesProvider {
 impl OpenAiResponsesProvider {
     /// `base_url` ends before `/responses` (e.g. `https://api.openai.com/v1`,
     /// `http://127.0.0.1:8080/v1`); empty means OpenAI's. A local server needs no key.
-    pub fn new(base_url: String, api_key: Option<String>, http: reqwest::Client) -> Self {
+    pub fn new(base_url: String, api_key: Option<String>, lanes: Arc<Lanes>) -> Self {
         Self {
-            endpoint: Endpoint::new(base_url, DEFAULT_BASE_URL, api_key, KeyHeader::Bearer, http),
+            endpoint: Endpoint::new(
+                base_url,
+                DEFAULT_BASE_URL,
+                api_key,
+                KeyHeader::Bearer,
+                lanes,
+            ),
         }
     }
 }

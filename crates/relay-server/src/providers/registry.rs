@@ -5,12 +5,12 @@
 //! those the offline `demo` provider serves every leg.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::config::{Config, Env, ModelConfig, ProviderConfig, ProviderKind};
 use crate::providers::anthropic::AnthropicProvider;
 use crate::providers::demo::DemoProvider;
 use crate::providers::gemini::GeminiProvider;
+use crate::providers::lanes::{ClientSettings, Lanes};
 use crate::providers::openai::OpenAiProvider;
 use crate::providers::{self, Provider};
 
@@ -49,13 +49,6 @@ const FROM_ENV: [(&str, ProviderKind, &str); 3] = [
 
 impl Models {
     pub fn from_config(config: &Config, env: &dyn Env) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build()
-            .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
-
         let (providers, models, auto, demo_only) = if config.providers.is_empty() {
             let mut providers = Vec::new();
             let mut models = Vec::new();
@@ -63,10 +56,8 @@ impl Models {
                 if env.var(var).is_some() {
                     let name = kind.as_str().to_owned();
                     providers.push(ProviderConfig {
-                        name: name.clone(),
-                        kind,
-                        base_url: None,
                         api_key_env: Some(var.to_owned()),
+                        ..ProviderConfig::new(name.clone(), kind)
                     });
                     models.push(ModelConfig {
                         name: model.to_owned(),
@@ -77,12 +68,7 @@ impl Models {
             }
             let demo_only = providers.is_empty();
             if demo_only {
-                providers.push(ProviderConfig {
-                    name: "demo".into(),
-                    kind: ProviderKind::Demo,
-                    base_url: None,
-                    api_key_env: None,
-                });
+                providers.push(ProviderConfig::new("demo", ProviderKind::Demo));
                 models.push(ModelConfig {
                     name: "demo".into(),
                     provider: "demo".into(),
@@ -102,7 +88,7 @@ impl Models {
 
         let mut built: Vec<(String, Arc<dyn Provider>)> = Vec::new();
         for p in &providers {
-            built.push((p.name.clone(), build_provider(p, env, &http)?));
+            built.push((p.name.clone(), build_provider(p, env)?));
         }
         let mut entries = Vec::new();
         for m in &models {
@@ -168,11 +154,7 @@ impl Models {
     }
 }
 
-fn build_provider(
-    p: &ProviderConfig,
-    env: &dyn Env,
-    http: &reqwest::Client,
-) -> anyhow::Result<Arc<dyn Provider>> {
+fn build_provider(p: &ProviderConfig, env: &dyn Env) -> anyhow::Result<Arc<dyn Provider>> {
     let key = match &p.api_key_env {
         Some(var) => Some(env.var(var).ok_or_else(|| {
             anyhow::anyhow!(
@@ -183,6 +165,26 @@ fn build_provider(
         None => None,
     };
     let base = |default: &str| p.base_url.clone().unwrap_or_else(|| default.to_owned());
+    if p.kind == ProviderKind::Demo {
+        return Ok(Arc::new(DemoProvider::new()));
+    }
+    let settings = match &p.ca_file {
+        Some(path) => ClientSettings::with_ca_file(path)
+            .map_err(|e| anyhow::anyhow!("providers `{}`: {e}", p.name))?,
+        None => ClientSettings::default(),
+    };
+    // HTTP/1.1 has no stream limit to respect (each leg has a connection of its own), and one
+    // pool keeps every idle connection reusable: a plain `http://` provider gets a single lane.
+    let plain = p
+        .base_url
+        .as_deref()
+        .is_some_and(|b| b.trim_start().starts_with("http://"));
+    let per_connection = if plain {
+        usize::MAX
+    } else {
+        p.streams_per_connection
+    };
+    let http = Arc::new(Lanes::new(settings, per_connection)?);
     Ok(match p.kind {
         ProviderKind::Openai => Arc::new(OpenAiProvider::new(
             base(providers::openai::DEFAULT_BASE_URL),

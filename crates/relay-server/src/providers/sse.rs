@@ -183,12 +183,18 @@ pub(crate) async fn send(
     Err(error_from_json(Some(status.as_u16()), &json))
 }
 
-/// Streams a successful response through `normaliser`.
+/// Streams a successful response through `normaliser`; the leg keeps its place on its lane
+/// until the stream is dropped.
 pub(crate) fn stream_response<N: EventNormaliser>(
-    response: reqwest::Response,
+    upstream: super::endpoint::Upstream,
     normaliser: N,
 ) -> EventStream {
-    drive(response.bytes_stream(), normaliser)
+    let lease = upstream.lease;
+    let bytes = upstream.response.bytes_stream().map(move |chunk| {
+        let _ = &lease;
+        chunk
+    });
+    drive(bytes, normaliser)
 }
 
 /// A reqwest error described by kind only: its `Display` names the URL, and a Gemini URL

@@ -11,10 +11,8 @@ use crate::helpers::{TestApp, auth_config, body, expect_error, open_config};
 /// Two models on the fake upstream, `auto` = m1 then m2, no retries.
 pub fn with_fake(mut c: Config, fake: &FakeUpstream) -> Config {
     c.providers = vec![ProviderConfig {
-        name: "fake".into(),
-        kind: ProviderKind::Openai,
         base_url: Some(fake.base_url()),
-        api_key_env: None,
+        ..ProviderConfig::new("fake", ProviderKind::Openai)
     }];
     c.models = vec![
         ModelConfig {

@@ -118,10 +118,11 @@ async fn an_unreachable_provider_is_503_provider_unavailable() {
     let app = TestApp::spawn_with(|dir| {
         let mut c = open_config(dir);
         c.providers = vec![relay_server::config::ProviderConfig {
-            name: "gone".into(),
-            kind: relay_server::config::ProviderKind::Openai,
             base_url: Some(format!("http://127.0.0.1:{port}/v1")),
-            api_key_env: None,
+            ..relay_server::config::ProviderConfig::new(
+                "gone",
+                relay_server::config::ProviderKind::Openai,
+            )
         }];
         c.models = vec![relay_server::config::ModelConfig {
             name: "m".into(),

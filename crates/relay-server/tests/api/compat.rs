@@ -45,10 +45,8 @@ pub async fn app_with_anthropic(fake: &FakeUpstream, fixture: &str) -> TestApp {
     TestApp::spawn_with(|dir| {
         let mut c = with_fake(open_config(dir), fake);
         c.providers.push(ProviderConfig {
-            name: "claude".into(),
-            kind: ProviderKind::Anthropic,
             base_url: Some(anthropic),
-            api_key_env: None,
+            ..ProviderConfig::new("claude", ProviderKind::Anthropic)
         });
         c.models.push(ModelConfig {
             name: "claude".into(),

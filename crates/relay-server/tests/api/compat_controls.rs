@@ -61,10 +61,8 @@ async fn app(capture: &Capture) -> TestApp {
         let mut c = open_config(dir);
         for (name, kind) in KINDS {
             c.providers.push(ProviderConfig {
-                name: name.into(),
-                kind,
                 base_url: Some(url.clone()),
-                api_key_env: None,
+                ..ProviderConfig::new(name, kind)
             });
             c.models.push(ModelConfig {
                 name: name.into(),

@@ -21,3 +21,4 @@ mod operations;
 mod search;
 mod security;
 mod suggest;
+mod upstream_h2;

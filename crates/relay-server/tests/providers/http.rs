@@ -11,6 +11,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use relay_server::providers::anthropic::AnthropicProvider;
 use relay_server::providers::gemini::GeminiProvider;
+use relay_server::providers::lanes::{ClientSettings, Lanes};
 use relay_server::providers::openai::OpenAiProvider;
 use relay_server::providers::{
     ChatMessage, ChatRequest, Provider, ProviderError, ProviderEvent, ToolChoice, ToolSpec,
@@ -139,11 +140,8 @@ fn respond(reply: &Reply) -> Response {
     }
 }
 
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("client")
+fn client() -> std::sync::Arc<Lanes> {
+    std::sync::Arc::new(Lanes::new(ClientSettings::default(), 100).expect("client"))
 }
 
 const KEY: &str = "sk-test-SECRET";

@@ -410,7 +410,9 @@ async fn the_adapter_posts_to_responses_with_the_key_and_reads_the_stream() {
     let provider = OpenAiResponsesProvider::new(
         format!("http://{addr}/v1"),
         Some("sk-test".into()),
-        reqwest::Client::new(),
+        std::sync::Arc::new(
+            relay_server::providers::lanes::Lanes::new(Default::default(), 100).unwrap(),
+        ),
     );
     assert_eq!(provider.kind(), "openai_responses");
     let items: Vec<_> = provider

@@ -9,6 +9,7 @@
 //!
 //! This file maps requests; `stream.rs` decodes the stream.
 
+use std::sync::Arc;
 mod stream;
 
 use async_trait::async_trait;
@@ -16,6 +17,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::endpoint::{Endpoint, KeyHeader};
+use super::lanes::Lanes;
 use super::sse;
 use super::{ChatMessage, ChatRequest, EventStream, Provider, ProviderError, ToolChoice};
 
@@ -35,14 +37,14 @@ pub struct GeminiProvider {
 
 impl GeminiProvider {
     /// `base_url` ends before `/v1beta`; empty means Google's.
-    pub fn new(base_url: String, api_key: Option<String>, http: reqwest::Client) -> Self {
+    pub fn new(base_url: String, api_key: Option<String>, lanes: Arc<Lanes>) -> Self {
         Self {
             endpoint: Endpoint::new(
                 base_url,
                 DEFAULT_BASE_URL,
                 api_key,
                 KeyHeader::Named("x-goog-api-key"),
-                http,
+                lanes,
             ),
         }
     }
