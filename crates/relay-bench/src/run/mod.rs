@@ -510,6 +510,10 @@ pub async fn streams_only(
     }
     let sockets = crate::streams::Sockets::for_upstream(&mock.base_url());
     let result = crate::streams::hold_open(&base, &token, streams, relay.pid, sockets).await?;
+    eprintln!(
+        "relay: {} open: RSS {} → {} KiB, {:.0} bytes per stream",
+        result.opened, result.rss_before_kib, result.rss_open_kib, result.bytes_per_stream
+    );
     relay.stop().await?;
     let mut floor = floor_streams(opts, &mock.base_url(), None, streams).await?;
     mock.stop().await;
