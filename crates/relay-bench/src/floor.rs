@@ -61,7 +61,7 @@ struct Upstream {
 pub fn router(base: String, client: Client, ca_file: Option<&Path>) -> Result<axum::Router> {
     let settings = match ca_file {
         Some(path) => ClientSettings::with_ca_file(path)?,
-        None => ClientSettings::default(),
+        None => ClientSettings::system()?,
     };
     let upstream = Upstream {
         base,

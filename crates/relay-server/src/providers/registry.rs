@@ -87,8 +87,11 @@ impl Models {
         };
 
         let mut built: Vec<(String, Arc<dyn Provider>)> = Vec::new();
+        // One TLS configuration (and so one copy of the system's trust store) for every provider
+        // that trusts the system's roots.
+        let mut system_tls = None;
         for p in &providers {
-            built.push((p.name.clone(), build_provider(p, env)?));
+            built.push((p.name.clone(), build_provider(p, env, &mut system_tls)?));
         }
         let mut entries = Vec::new();
         for m in &models {
@@ -154,7 +157,11 @@ impl Models {
     }
 }
 
-fn build_provider(p: &ProviderConfig, env: &dyn Env) -> anyhow::Result<Arc<dyn Provider>> {
+fn build_provider(
+    p: &ProviderConfig,
+    env: &dyn Env,
+    system_tls: &mut Option<ClientSettings>,
+) -> anyhow::Result<Arc<dyn Provider>> {
     let key = match &p.api_key_env {
         Some(var) => Some(env.var(var).ok_or_else(|| {
             anyhow::anyhow!(
@@ -171,7 +178,10 @@ fn build_provider(p: &ProviderConfig, env: &dyn Env) -> anyhow::Result<Arc<dyn P
     let settings = match &p.ca_file {
         Some(path) => ClientSettings::with_ca_file(path)
             .map_err(|e| anyhow::anyhow!("providers `{}`: {e}", p.name))?,
-        None => ClientSettings::default(),
+        None => match system_tls {
+            Some(settings) => settings.clone(),
+            None => system_tls.insert(ClientSettings::system()?).clone(),
+        },
     };
     // HTTP/1.1 has no stream limit to respect (each leg has a connection of its own), and one
     // pool keeps every idle connection reusable: a plain `http://` provider gets a single lane.

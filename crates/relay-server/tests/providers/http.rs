@@ -141,7 +141,7 @@ fn respond(reply: &Reply) -> Response {
 }
 
 fn client() -> std::sync::Arc<Lanes> {
-    std::sync::Arc::new(Lanes::new(ClientSettings::default(), 100).expect("client"))
+    std::sync::Arc::new(Lanes::new(ClientSettings::system().expect("TLS"), 100).expect("client"))
 }
 
 const KEY: &str = "sk-test-SECRET";

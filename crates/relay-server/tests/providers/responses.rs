@@ -411,7 +411,11 @@ async fn the_adapter_posts_to_responses_with_the_key_and_reads_the_stream() {
         format!("http://{addr}/v1"),
         Some("sk-test".into()),
         std::sync::Arc::new(
-            relay_server::providers::lanes::Lanes::new(Default::default(), 100).unwrap(),
+            relay_server::providers::lanes::Lanes::new(
+                relay_server::providers::lanes::ClientSettings::system().unwrap(),
+                100,
+            )
+            .unwrap(),
         ),
     );
     assert_eq!(provider.kind(), "openai_responses");
