@@ -25,17 +25,26 @@ const LISTENING: &str = "relay listening on ";
 pub fn write_config(dir: &Path, mock_base_url: &str) -> Result<PathBuf> {
     let db = dir.join("relay.db");
     let url = format!("sqlite://{}", db.display());
-    write_config_on(dir, mock_base_url, &url, "relay.toml")
+    write_config_on(dir, mock_base_url, None, &url, "relay.toml")
 }
 
 /// `write_config` with the memory and account stores at `store_url` (a PostgreSQL database for
-/// the PostgreSQL rows), written to `file_name` in `dir`.
+/// the PostgreSQL rows), the mock's certificate trusted through `ca_file` when it serves HTTPS,
+/// written to `file_name` in `dir`.
 pub fn write_config_on(
     dir: &Path,
     mock_base_url: &str,
+    ca_file: Option<&Path>,
     url: &str,
     file_name: &str,
 ) -> Result<PathBuf> {
+    // A JSON string is a TOML basic string, escapes included.
+    let ca_line = ca_file.map_or(String::new(), |ca| {
+        format!(
+            "ca_file = {}\n",
+            serde_json::Value::String(ca.display().to_string())
+        )
+    });
     let config = format!(
         r#"bind = "127.0.0.1:0"
 
@@ -50,7 +59,7 @@ signup = "closed"
 name = "mock"
 kind = "openai"
 base_url = "{mock_base_url}"
-
+{ca_line}
 [[models]]
 name = "{FAST_MODEL}"
 provider = "mock"
@@ -72,23 +81,6 @@ suggest_burst = 10000000
 "#
     );
     let path = dir.join(file_name);
-    std::fs::write(&path, config)?;
-    Ok(path)
-}
-
-/// `write_config` (the same SQLite database) with the mock at `mock_base_url` over HTTPS, its
-/// certificate trusted through the provider's `ca_file`, written to `relay-https.toml`.
-pub fn write_config_https(dir: &Path, mock_base_url: &str, ca_file: &Path) -> Result<PathBuf> {
-    let url = format!("sqlite://{}", dir.join("relay.db").display());
-    let path = write_config_on(dir, mock_base_url, &url, "relay-https.toml")?;
-    let config = std::fs::read_to_string(&path)?.replacen(
-        &format!("base_url = \"{mock_base_url}\"\n"),
-        &format!(
-            "base_url = \"{mock_base_url}\"\nca_file = {}\n",
-            serde_json::Value::String(ca_file.display().to_string())
-        ),
-        1,
-    );
     std::fs::write(&path, config)?;
     Ok(path)
 }

@@ -31,6 +31,16 @@ pub struct StreamsResult {
     pub bytes_per_stream: f64,
 }
 
+impl StreamsResult {
+    /// One line for the harness's progress output.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} open: RSS {} → {} KiB, {:.0} bytes per stream",
+            self.opened, self.rss_before_kib, self.rss_open_kib, self.bytes_per_stream
+        )
+    }
+}
+
 /// The sockets an open leg holds in the measured process, by how it reaches the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sockets {

@@ -271,20 +271,7 @@ pub async fn run(opts: &Options) -> Result<Report> {
     report.idle_rss_warm_kib = procfs::rss_kib(relay.pid)?;
     let base = relay.base();
     let token = relay::sign_in(&http, &base).await?;
-    // A few ordinary legs first, so pools and allocator arenas exist before the baseline is read.
-    for _ in 0..20 {
-        check_leg(&http, &base, &token).await?;
-    }
-    let sockets = crate::streams::Sockets::for_upstream(&mock.base_url());
-    report.streams =
-        crate::streams::hold_open(&base, &token, scale.streams, relay.pid, sockets).await?;
-    eprintln!(
-        "  {} open: RSS {} → {} KiB, {:.0} bytes per stream",
-        report.streams.opened,
-        report.streams.rss_before_kib,
-        report.streams.rss_open_kib,
-        report.streams.bytes_per_stream
-    );
+    report.streams = warm_then_hold(&http, &relay, &token, &mock.base_url(), scale.streams).await?;
     if let Some(why) = &report.streams.capped_by {
         report.caveats.push(format!(
             "Open streams: {} were opened instead of {}, because of {}. The per-stream figure is measured the same way and does not depend on the count.",
@@ -420,7 +407,9 @@ async fn profile_on(
     let generator = load_generator(opts, dir.path())?;
     let mock = start_mock(opts).await?;
     let config = match db {
-        Some(db) => relay::write_config_on(dir.path(), &mock.base_url(), &db.url, "relay-pg.toml")?,
+        Some(db) => {
+            relay::write_config_on(dir.path(), &mock.base_url(), None, &db.url, "relay-pg.toml")?
+        }
         None => relay::write_config(dir.path(), &mock.base_url())?,
     };
     let relay = start_relay(opts, &config, dir.path(), &http, 1).await?;
@@ -505,15 +494,7 @@ pub async fn streams_only(
     let relay = start_relay(opts, &config, dir.path(), &http, 1).await?;
     let base = relay.base();
     let token = admin_token(opts, &config, &http, &base).await?;
-    for _ in 0..20 {
-        check_leg(&http, &base, &token).await?;
-    }
-    let sockets = crate::streams::Sockets::for_upstream(&mock.base_url());
-    let result = crate::streams::hold_open(&base, &token, streams, relay.pid, sockets).await?;
-    eprintln!(
-        "relay: {} open: RSS {} → {} KiB, {:.0} bytes per stream",
-        result.opened, result.rss_before_kib, result.rss_open_kib, result.bytes_per_stream
-    );
+    let result = warm_then_hold(&http, &relay, &token, &mock.base_url(), streams).await?;
     relay.stop().await?;
     let mut floor = floor_streams(opts, &mock.base_url(), None, streams).await?;
     mock.stop().await;
@@ -528,6 +509,25 @@ pub async fn streams_only(
         floor.extend(floor_https);
     }
     Ok((result, floor))
+}
+
+/// 20 ordinary legs first, so pools and allocator arenas exist before the baseline is read, then
+/// `streams` slow legs held open through `relay` to the mock at `upstream`.
+async fn warm_then_hold(
+    http: &reqwest::Client,
+    relay: &relay::Running,
+    token: &str,
+    upstream: &str,
+    streams: usize,
+) -> Result<crate::streams::StreamsResult> {
+    let base = relay.base();
+    for _ in 0..20 {
+        check_leg(http, &base, token).await?;
+    }
+    let sockets = crate::streams::Sockets::for_upstream(upstream);
+    let result = crate::streams::hold_open(&base, token, streams, relay.pid, sockets).await?;
+    eprintln!("  relay: {}", result.summary());
+    Ok(result)
 }
 
 /// The open-stream measurement with the mock over HTTPS offering HTTP/2, as the cloud providers
@@ -550,23 +550,16 @@ async fn https_streams(
     };
     let ca = dir.join("mock-ca.pem");
     let mock = Mock::start_process_tls(exe, &ca).await?;
-    let config = relay::write_config_https(dir, &mock.base_url(), &ca)?;
+    let url = format!("sqlite://{}", dir.join("relay.db").display());
+    let config =
+        relay::write_config_on(dir, &mock.base_url(), Some(&ca), &url, "relay-https.toml")?;
     eprintln!(
         "relay-bench: {streams} open streams with the mock over HTTPS ({})",
         mock.base_url()
     );
     let relay = start_relay(opts, &config, dir, http, 3).await?;
-    let base = relay.base();
-    let token = relay::sign_in(http, &base).await?;
-    for _ in 0..20 {
-        check_leg(http, &base, &token).await?;
-    }
-    let sockets = crate::streams::Sockets::for_upstream(&mock.base_url());
-    let result = crate::streams::hold_open(&base, &token, streams, relay.pid, sockets).await?;
-    eprintln!(
-        "  {} open: RSS {} → {} KiB, {:.0} bytes per stream",
-        result.opened, result.rss_before_kib, result.rss_open_kib, result.bytes_per_stream
-    );
+    let token = relay::sign_in(http, &relay.base()).await?;
+    let result = warm_then_hold(http, &relay, &token, &mock.base_url(), streams).await?;
     relay.stop().await?;
     let floor = match &opts.floor_exe {
         Some(floor_exe) => {
@@ -603,10 +596,7 @@ async fn floor_streams(
             client.describe()
         );
         let result = crate::floor::measure(exe, upstream, client, ca_file, streams).await?;
-        eprintln!(
-            "  {} open: RSS {} → {} KiB, {:.0} bytes per stream",
-            result.opened, result.rss_before_kib, result.rss_open_kib, result.bytes_per_stream
-        );
+        eprintln!("  {}", result.summary());
         out.push(crate::report::FloorStreams { client, result });
     }
     Ok(out)

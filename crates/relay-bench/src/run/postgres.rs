@@ -136,7 +136,7 @@ async fn on_database(
     rate: u32,
 ) -> Result<PostgresFigures> {
     let scale: &Scale = &opts.scale;
-    let config = relay::write_config_on(dir, &mock.base_url(), &db.url, "relay-pg.toml")?;
+    let config = relay::write_config_on(dir, &mock.base_url(), None, &db.url, "relay-pg.toml")?;
     let relay = start_relay(opts, &config, dir, http, 3).await?;
     let base = relay.base();
     let token = admin_token(opts, &config, http, &base).await?;

@@ -34,9 +34,7 @@ impl ClientSettings {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
             .map_err(|e| anyhow::anyhow!("cannot load the system's trust store: {e}"))?;
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| anyhow::anyhow!("TLS: {e}"))?
+        let config = config_builder(provider)?
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(verifier))
             .with_no_client_auth();
@@ -66,9 +64,7 @@ impl ClientSettings {
             anyhow::bail!("ca_file {}: no PEM certificate in it", path.display());
         }
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| anyhow::anyhow!("TLS: {e}"))?
+        let config = config_builder(provider)?
             .with_root_certificates(roots)
             .with_no_client_auth();
         Ok(Self::from_config(config))
@@ -95,6 +91,15 @@ impl ClientSettings {
             .build()
             .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))
     }
+}
+
+/// rustls' safe defaults with aws-lc-rs, the crypto reqwest itself is built with.
+fn config_builder(
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> anyhow::Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier>> {
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| anyhow::anyhow!("TLS: {e}"))
 }
 
 /// One client and how many legs are on it now.

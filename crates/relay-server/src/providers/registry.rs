@@ -172,9 +172,40 @@ fn build_provider(
         None => None,
     };
     let base = |default: &str| p.base_url.clone().unwrap_or_else(|| default.to_owned());
-    if p.kind == ProviderKind::Demo {
-        return Ok(Arc::new(DemoProvider::new()));
-    }
+    let mut lanes = || lanes_for(p, system_tls);
+    Ok(match p.kind {
+        ProviderKind::Openai => Arc::new(OpenAiProvider::new(
+            base(providers::openai::DEFAULT_BASE_URL),
+            key,
+            lanes()?,
+        )),
+        ProviderKind::OpenaiResponses => {
+            Arc::new(providers::openai_responses::OpenAiResponsesProvider::new(
+                base(providers::openai_responses::DEFAULT_BASE_URL),
+                key,
+                lanes()?,
+            ))
+        }
+        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(
+            base(providers::anthropic::DEFAULT_BASE_URL),
+            key,
+            lanes()?,
+        )),
+        ProviderKind::Gemini => Arc::new(GeminiProvider::new(
+            base(providers::gemini::DEFAULT_BASE_URL),
+            key,
+            lanes()?,
+        )),
+        ProviderKind::Demo => Arc::new(DemoProvider::new()),
+    })
+}
+
+/// The clients `p`'s legs go out on: its `ca_file`'s roots, else the system's (one configuration
+/// shared by every such provider, kept in `system_tls`).
+fn lanes_for(
+    p: &ProviderConfig,
+    system_tls: &mut Option<ClientSettings>,
+) -> anyhow::Result<Arc<Lanes>> {
     let settings = match &p.ca_file {
         Some(path) => ClientSettings::with_ca_file(path)
             .map_err(|e| anyhow::anyhow!("providers `{}`: {e}", p.name))?,
@@ -194,30 +225,5 @@ fn build_provider(
     } else {
         p.streams_per_connection
     };
-    let http = Arc::new(Lanes::new(settings, per_connection)?);
-    Ok(match p.kind {
-        ProviderKind::Openai => Arc::new(OpenAiProvider::new(
-            base(providers::openai::DEFAULT_BASE_URL),
-            key,
-            http.clone(),
-        )),
-        ProviderKind::OpenaiResponses => {
-            Arc::new(providers::openai_responses::OpenAiResponsesProvider::new(
-                base(providers::openai_responses::DEFAULT_BASE_URL),
-                key,
-                http.clone(),
-            ))
-        }
-        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(
-            base(providers::anthropic::DEFAULT_BASE_URL),
-            key,
-            http.clone(),
-        )),
-        ProviderKind::Gemini => Arc::new(GeminiProvider::new(
-            base(providers::gemini::DEFAULT_BASE_URL),
-            key,
-            http.clone(),
-        )),
-        ProviderKind::Demo => Arc::new(DemoProvider::new()),
-    })
+    Ok(Arc::new(Lanes::new(settings, per_connection)?))
 }
