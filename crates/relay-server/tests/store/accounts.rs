@@ -12,6 +12,8 @@ conformance!(
     admission_stops_at_the_limit_and_refunds_give_back,
     concurrent_admission_takes_exactly_what_is_left,
     the_waitlist_is_idempotent,
+    a_change_committed_elsewhere_holds_at_the_next_lookup,
+    a_seen_session_is_answered_from_the_cache,
 );
 
 async fn users_are_created_found_updated_and_deleted(f: &Fixture) {
@@ -251,4 +253,71 @@ async fn the_waitlist_is_idempotent(f: &Fixture) {
         ],
         "the first signup stays as it was"
     );
+}
+
+/// A change another process commits (an operator's statement here, `relay users set` or another
+/// instance in production) holds at the very next lookup, with the session cached: the cache may
+/// not wait for a notification still on its way.
+async fn a_change_committed_elsewhere_holds_at_the_next_lookup(f: &Fixture) {
+    let auth = &f.store.auth;
+    auth.create_user(new_user("u_n", "n@example.com", Role::User, 5, 0.0))
+        .await
+        .unwrap();
+    auth.create_session("hash_n", "u_n", 100.0, 10_000.0)
+        .await
+        .unwrap();
+    for round in 0..40 {
+        let role = if round % 2 == 0 { "admin" } else { "user" };
+        // Read twice so the second answer can come from the cache.
+        for _ in 0..2 {
+            auth.session_user("hash_n", 150.0).await.unwrap().unwrap();
+        }
+        f.execute(&format!(
+            "UPDATE users SET role = '{role}' WHERE id = 'u_n'"
+        ))
+        .await;
+        let seen = auth.session_user("hash_n", 150.0).await.unwrap().unwrap();
+        assert_eq!(seen.role.as_str(), role, "round {round}");
+    }
+    f.execute("DELETE FROM sessions WHERE token_hash = 'hash_n'")
+        .await;
+    assert!(
+        auth.session_user("hash_n", 150.0).await.unwrap().is_none(),
+        "a session deleted elsewhere ends at once"
+    );
+}
+
+/// The cache is really used once it can be trusted (on PostgreSQL, once the listener is up and has
+/// applied the version a request reads): a session seen before is answered without the store, which
+/// no longer has it. Each try uses a new session, until the cache answers or five seconds pass.
+async fn a_seen_session_is_answered_from_the_cache(f: &Fixture) {
+    let auth = &f.store.auth;
+    auth.create_user(new_user("u_c", "c@example.com", Role::User, 5, 0.0))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    for attempt in 0.. {
+        let hash = format!("hash_c{attempt}");
+        auth.create_session(&hash, "u_c", 100.0, 10_000.0)
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            auth.session_user(&hash, 150.0).await.unwrap().unwrap();
+        }
+        f.delete_session_unannounced(&hash).await;
+        if auth.session_user(&hash, 150.0).await.unwrap().is_some() {
+            // And the store's own lookups still see the truth.
+            assert!(
+                auth.session_user_fresh(&hash, 150.0)
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cache never answered in {attempt} tries"
+        );
+    }
 }

@@ -131,6 +131,41 @@ impl Fixture {
         }
     }
 
+    /// Runs `sql` on a connection of its own, as another process would.
+    async fn execute(&self, sql: &str) {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        match &self.inspect {
+            Inspect::Sqlite(p) => {
+                sqlx::query(sql).execute(p).await.unwrap();
+            }
+            Inspect::Postgres(p) => {
+                sqlx::query(sql).execute(p).await.unwrap();
+            }
+        }
+    }
+
+    /// Removes a session the way no Relay path does: without the trigger that tells the caches.
+    /// Only a lookup the cache answers still finds it afterwards.
+    async fn delete_session_unannounced(&self, token_hash: &str) {
+        let (off, on) = match &self.inspect {
+            Inspect::Sqlite(_) => (
+                "DROP TRIGGER auth_version_session_deleted",
+                "CREATE TRIGGER auth_version_session_deleted AFTER DELETE ON sessions
+                 BEGIN UPDATE auth_version SET version = version + 1 WHERE id = 1; END",
+            ),
+            Inspect::Postgres(_) => (
+                "ALTER TABLE sessions DISABLE TRIGGER relay_auth_session_deleted",
+                "ALTER TABLE sessions ENABLE TRIGGER relay_auth_session_deleted",
+            ),
+        };
+        self.execute(off).await;
+        self.execute(&format!(
+            "DELETE FROM sessions WHERE token_hash = '{token_hash}'"
+        ))
+        .await;
+        self.execute(on).await;
+    }
+
     async fn waitlist(&self) -> Vec<(String, String)> {
         let sql = "SELECT email, source FROM waitlist ORDER BY email";
         match &self.inspect {

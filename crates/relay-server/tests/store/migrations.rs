@@ -41,7 +41,10 @@ async fn postgres_migrations_are_safe_when_instances_start_together() {
             .fetch_all(&pool)
             .await
             .unwrap();
-    assert_eq!(applied, [(1, true), (2, true), (17, true), (18, true)]);
+    assert_eq!(
+        applied,
+        [(1, true), (2, true), (17, true), (18, true), (19, true)]
+    );
     // They share one store: a note through one is seen through another.
     stores[0]
         .memory

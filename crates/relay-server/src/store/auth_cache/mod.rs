@@ -4,7 +4,8 @@
 //! The cache never outlives a change it depends on. In this process, signout, `update_user` and
 //! `delete_user` evict as they return. Changes made by other processes reach it through the
 //! backend's `Freshness`: on SQLite a one-row version counter that triggers move (read per request
-//! without the sqlx worker hop), on PostgreSQL `LISTEN relay_auth` fed by triggers. Whenever the
+//! without the sqlx worker hop), on PostgreSQL `LISTEN relay_auth` fed by triggers, trusted only
+//! once it has applied the version a batched per-request read of the same kind of row finds. Whenever the
 //! backend cannot vouch for the cache (the version cannot be read, the listener is disconnected) it
 //! is bypassed and every lookup goes to the store, as before the cache existed. Session expiry is
 //! checked on every hit against the expiry read with the account. `used` in a cached account is
@@ -25,11 +26,12 @@ use super::{Admission, AuthStore, NewUser, StoreResult, User, UserChanges};
 pub const CAPACITY: usize = 10_000;
 
 /// Whether the cache may be used now, and under which version of the shared state.
+#[async_trait]
 pub trait Freshness: Send + Sync {
     /// `Some(version)` when the cache may answer: a version other than the last one seen means
     /// another process changed sessions or accounts, so the cache is dropped first. `None` when
     /// nothing vouches for the cache now: the lookup goes to the store.
-    fn version(&self) -> Option<u64>;
+    async fn version(&self) -> Option<u64>;
 }
 
 #[derive(Clone)]
@@ -144,11 +146,15 @@ pub fn over_sqlite(url: &str, inner: Arc<dyn AuthStore>) -> anyhow::Result<Arc<d
     )))
 }
 
-/// `inner` behind a cache that notifications from the PostgreSQL database at `url` keep fresh
-/// across instances.
-pub fn over_postgres(url: &str, inner: Arc<dyn AuthStore>) -> anyhow::Result<Arc<dyn AuthStore>> {
+/// `inner` behind a cache that notifications from the PostgreSQL database at `url`, checked
+/// against its `auth_version` row read through `pool`, keep fresh across instances.
+pub fn over_postgres(
+    url: &str,
+    pool: &sqlx::PgPool,
+    inner: Arc<dyn AuthStore>,
+) -> anyhow::Result<Arc<dyn AuthStore>> {
     let cache = Arc::new(SessionCache::new(CAPACITY));
-    let listened = postgres::PgListened::start(url, cache.clone())?;
+    let listened = postgres::PgListened::start(url, pool, cache.clone())?;
     Ok(Arc::new(CachedAuth::new(inner, cache, Box::new(listened))))
 }
 
@@ -199,7 +205,7 @@ impl AuthStore for CachedAuth {
     }
 
     async fn session_user(&self, token_hash: &str, now: f64) -> StoreResult<Option<User>> {
-        let Some(version) = self.freshness.version() else {
+        let Some(version) = self.freshness.version().await else {
             return self.inner.session_user(token_hash, now).await;
         };
         self.cache.observe(version);

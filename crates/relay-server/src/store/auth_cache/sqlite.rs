@@ -43,8 +43,9 @@ impl SqliteVersion {
     }
 }
 
+#[async_trait::async_trait]
 impl Freshness for SqliteVersion {
-    fn version(&self) -> Option<u64> {
+    async fn version(&self) -> Option<u64> {
         match self.read() {
             Ok(v) => Some(v.unsigned_abs()),
             Err(e) => {

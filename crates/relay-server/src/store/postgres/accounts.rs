@@ -125,7 +125,8 @@ impl AuthStore for PgStore {
 
     async fn session(&self, token_hash: &str, now: f64) -> StoreResult<Option<(User, f64)>> {
         // Cached per instance in front (`auth_cache`); every change that must end a cached session
-        // notifies (migration 0017), so a signout on any instance ends the session everywhere.
+        // notifies and moves `auth_version` (migrations 0017, 0019), so a signout on any instance
+        // ends the session everywhere at the next request.
         let row: Option<rows::SessionRow> = sqlx::query_as(
             "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at, s.expires_at
              FROM sessions s JOIN users u ON u.id = s.user_id
