@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use rustix::process::{Pid, Signal};
 
 use crate::data::{FAST_MODEL, openai_leg};
 
@@ -164,32 +165,31 @@ impl LiteLlm {
 
     /// SIGTERM to the whole process group (the proxy and its workers), then waits; killed after 10 s.
     pub async fn stop(mut self) -> Result<()> {
-        let _ = tokio::process::Command::new("kill")
-            .arg("-TERM")
-            .arg(format!("-{}", self.pid))
-            .status()
-            .await;
+        signal_group(self.pid, Signal::TERM);
         if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
             .await
             .is_err()
         {
-            let _ = tokio::process::Command::new("kill")
-                .arg("-KILL")
-                .arg(format!("-{}", self.pid))
-                .status()
-                .await;
+            signal_group(self.pid, Signal::KILL);
             self.child.kill().await?;
         }
         // Workers that outlived their parent go with the group.
-        let _ = tokio::process::Command::new("kill")
-            .arg("-KILL")
-            .arg(format!("-{}", self.pid))
-            .stderr(Stdio::null())
-            .status()
-            .await;
+        signal_group(self.pid, Signal::KILL);
         self.stopped = true;
         Ok(())
     }
+}
+
+/// Sends `signal` to the process group `pgid` by the system call itself. Not through the `kill`
+/// program: procps-ng 4.0.2's (Debian 12's) reads `kill -TERM -PGID` as `kill(-1, SIGTERM)`, which
+/// as root ends every process on the machine (seen: the database server, the shell running the
+/// benchmark); it takes the group only after `--`.
+fn signal_group(pgid: u32, signal: Signal) {
+    let Some(pgid) = i32::try_from(pgid).ok().and_then(Pid::from_raw) else {
+        return;
+    };
+    // A group already gone is what stopping wants.
+    let _ = rustix::process::kill_process_group(pgid, signal);
 }
 
 impl Drop for LiteLlm {
@@ -197,11 +197,38 @@ impl Drop for LiteLlm {
     /// workers are not covered by `kill_on_drop`, which ends only the parent).
     fn drop(&mut self) {
         if !self.stopped {
-            let _ = std::process::Command::new("kill")
-                .arg("-KILL")
-                .arg(format!("-{}", self.pid))
-                .stderr(Stdio::null())
-                .status();
+            signal_group(self.pid, Signal::KILL);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sleeper_in_own_group() -> std::process::Child {
+        use std::os::unix::process::CommandExt as _;
+        std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    }
+
+    /// The signal reaches the named group and nothing else (the `kill` program sent it to every
+    /// process, this test's own included).
+    #[test]
+    fn a_group_signal_ends_that_group_only() {
+        let mut target = sleeper_in_own_group();
+        let mut bystander = sleeper_in_own_group();
+        signal_group(target.id(), Signal::TERM);
+        let status = target.wait().unwrap();
+        assert!(!status.success(), "the group's process was ended");
+        assert!(
+            bystander.try_wait().unwrap().is_none(),
+            "another group runs on"
+        );
+        bystander.kill().unwrap();
+        bystander.wait().unwrap();
     }
 }
