@@ -113,11 +113,12 @@ pub fn nofile_of(pid: u32) -> Option<(u64, u64)> {
     Some((soft, u64::try_from(open).ok()?))
 }
 
-/// CPU ticks of every process whose command line contains `needle`: a PostgreSQL server titles
-/// each backend with its database's name, so this is the database work done for one database.
-pub fn matching_cpu_ticks(needle: &str) -> u64 {
+/// CPU ticks of each process whose command line contains `needle`, by pid: a PostgreSQL server
+/// titles each backend with its database's name, so this is the database work done for one
+/// database.
+pub fn matching_cpu_ticks(needle: &str) -> HashMap<u32, u64> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
+        return HashMap::new();
     };
     entries
         .flatten()
@@ -126,7 +127,18 @@ pub fn matching_cpu_ticks(needle: &str) -> u64 {
             std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
         })
-        .filter_map(|pid| cpu_ticks(pid).ok())
+        .filter_map(|pid| Some((pid, cpu_ticks(pid).ok()?)))
+        .collect()
+}
+
+/// The ticks the processes of `after` used since `before`, each against its own earlier reading
+/// (all of a process that started in between). A sum over the two whole sets would lose the whole
+/// history of a backend that exited in between, and a pool that closed one connection then read
+/// as no work at all (a run's PostgreSQL CPU at its highest rate came out 0.000 ms a leg).
+pub fn ticks_since(before: &HashMap<u32, u64>, after: &HashMap<u32, u64>) -> u64 {
+    after
+        .iter()
+        .map(|(pid, a)| a.saturating_sub(before.get(pid).copied().unwrap_or(0)))
         .sum()
 }
 
@@ -183,6 +195,14 @@ mod tests {
         assert!(nofile_soft().unwrap() > 0);
         let (soft, open) = nofile_of(me).unwrap();
         assert!(soft > 0 && open > 0);
-        assert!(matching_cpu_ticks("no process is called this 7f3a") == 0);
+        assert!(matching_cpu_ticks("no process is called this 7f3a").is_empty());
+    }
+
+    #[test]
+    fn a_process_that_exited_in_between_does_not_cancel_the_others() {
+        let before = HashMap::from([(10, 500), (11, 900)]);
+        // 11 exited, 10 used 40 ticks, 12 started and used 7.
+        let after = HashMap::from([(10, 540), (12, 7)]);
+        assert_eq!(ticks_since(&before, &after), 47);
     }
 }

@@ -67,7 +67,7 @@ pub(super) async fn measured_with_db(
     let cpu = cpu_ms_per_leg(after.saturating_sub(before), result.ok);
     let db_cpu = db_before
         .zip(db_after)
-        .map(|(b, a)| cpu_ms_per_leg(a.saturating_sub(b), result.ok));
+        .map(|(b, a)| cpu_ms_per_leg(procfs::ticks_since(&b, &a), result.ok));
     Ok((result, cpu, db_cpu))
 }
 
