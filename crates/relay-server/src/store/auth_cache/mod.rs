@@ -256,7 +256,8 @@ mod tests {
     use super::*;
     use crate::domain::Role;
 
-    fn entry(expires_at: f64) -> Entry {
+    /// A session of one plain user, kept until `expires_at` (also for the listener's tests).
+    pub(super) fn entry(expires_at: f64) -> Entry {
         Entry {
             user: User {
                 id: "u_1".into(),

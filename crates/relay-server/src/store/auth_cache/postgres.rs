@@ -208,30 +208,12 @@ async fn listen(
 
 #[cfg(test)]
 mod tests {
-    use super::super::Entry;
     use super::*;
-    use crate::domain::Role;
-    use crate::store::User;
 
     fn cached(cache: &SessionCache, token_hash: &str) {
-        let user = User {
-            id: "u_1".into(),
-            email: "a@example.com".into(),
-            role: Role::User,
-            limit: 10,
-            used: 0,
-            created_at: 0.0,
-        };
-        let entry = Entry {
-            user,
-            expires_at: 100.0,
-        };
-        cache.fill(
-            token_hash,
-            entry,
-            cache.generation.load(Ordering::SeqCst),
-            1,
-        );
+        let entry = super::super::tests::entry(100.0);
+        let generation = cache.generation.load(Ordering::SeqCst);
+        cache.fill(token_hash, entry, generation, 1);
     }
 
     #[test]
