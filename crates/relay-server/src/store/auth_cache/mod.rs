@@ -5,12 +5,12 @@
 //! `delete_user` evict as they return. Changes made by other processes reach it through the
 //! backend's `Freshness`: on SQLite a one-row version counter that triggers move (read per request
 //! without the sqlx worker hop), on PostgreSQL `LISTEN relay_auth` fed by triggers, trusted only
-//! once it has applied the version a batched per-request read of the same kind of row finds. Whenever the
-//! backend cannot vouch for the cache (the version cannot be read, the listener is disconnected) it
-//! is bypassed and every lookup goes to the store, as before the cache existed. Session expiry is
-//! checked on every hit against the expiry read with the account. `used` in a cached account is
-//! whatever it was when cached: `GET /v1/me` reads the account through `session_user_fresh`, and
-//! admission is its own conditional `UPDATE`.
+//! once it has applied the version that a batched per-request read of such a row finds. Whenever
+//! the backend cannot vouch for the cache (the version cannot be read, the listener is
+//! disconnected) it is bypassed and every lookup goes to the store, as before the cache existed.
+//! Session expiry is checked on every hit against the expiry read with the account. `used` in a
+//! cached account is whatever it was when cached: `GET /v1/me` reads the account through
+//! `session_user_fresh`, and admission is its own conditional `UPDATE`.
 
 pub mod postgres;
 pub mod sqlite;

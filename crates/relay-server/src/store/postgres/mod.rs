@@ -4,8 +4,8 @@
 //! memory: quota admission is one conditional `UPDATE`; note ids come from a counter row whose lock
 //! serialises writers of a project; sessions are cached per instance, and a cached one is served
 //! only once a listener has heard every change committed before the request (`store::auth_cache`);
-//! migrations run under the advisory lock sqlx's PostgreSQL migrator takes (`pg_advisory_lock` in `sqlx-postgres/src/migrate.rs`,
-//! `Migrate::lock`), so instances that start together migrate once.
+//! migrations run under the advisory lock sqlx's PostgreSQL migrator takes (`pg_advisory_lock` in
+//! `sqlx-postgres/src/migrate.rs`, `Migrate::lock`), so instances that start together migrate once.
 //! This file opens the pool and reads PostgreSQL's error codes; `accounts`, `notes` and `ranking`
 //! hold the queries of each area.
 
