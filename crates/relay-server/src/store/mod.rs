@@ -349,7 +349,7 @@ impl Opener {
             Scheme::Postgres => {
                 let store = Arc::new(postgres::PgStore::open(url, options).await?);
                 Backend {
-                    auth: auth_cache::over_postgres(url, store.pool(), store.clone())?,
+                    auth: auth_cache::over_postgres(url, store.held(), store.clone())?,
                     memory: store,
                 }
             }

@@ -147,14 +147,15 @@ pub fn over_sqlite(url: &str, inner: Arc<dyn AuthStore>) -> anyhow::Result<Arc<d
 }
 
 /// `inner` behind a cache that notifications from the PostgreSQL database at `url`, checked
-/// against its `auth_version` row read through `pool`, keep fresh across instances.
+/// against its `auth_version` row read on the store's `held` connections, keep fresh across
+/// instances.
 pub fn over_postgres(
     url: &str,
-    pool: &sqlx::PgPool,
+    held: &Arc<super::postgres::held::Held>,
     inner: Arc<dyn AuthStore>,
 ) -> anyhow::Result<Arc<dyn AuthStore>> {
     let cache = Arc::new(SessionCache::new(CAPACITY));
-    let listened = postgres::PgListened::start(url, pool, cache.clone())?;
+    let listened = postgres::PgListened::start(url, held, cache.clone())?;
     Ok(Arc::new(CachedAuth::new(inner, cache, Box::new(listened))))
 }
 

@@ -19,7 +19,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::FutureExt;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+
+use crate::store::postgres::held::Held;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{Freshness, SessionCache};
@@ -55,8 +58,8 @@ pub struct PgListened {
 
 impl PgListened {
     /// Starts the listener for the database `url` names; the cache is bypassed until it listens.
-    /// `pool` is the store's, for the per-request version read.
-    pub fn start(url: &str, pool: &PgPool, cache: Arc<SessionCache>) -> anyhow::Result<Self> {
+    /// `held` are the store's connections for per-leg statements, for the per-request version read.
+    pub fn start(url: &str, held: &Arc<Held>, cache: Arc<SessionCache>) -> anyhow::Result<Self> {
         let options = PgConnectOptions::from_str(url)
             .map_err(|e| anyhow::anyhow!("cannot parse PostgreSQL URL: {e}"))?
             .application_name("relay-listen");
@@ -70,12 +73,12 @@ impl PgListened {
         let state = Arc::new(ListenState::default());
         let stop = CancellationToken::new();
         tokio::spawn(listen(listen_pool, state.clone(), cache, stop.clone()));
-        let pool = pool.clone();
+        let held = held.clone();
         Ok(Self {
             state,
             versions: Batcher::spawn_direct(move |asks: Vec<()>| {
-                let pool = pool.clone();
-                async move { read_version(&pool, asks.len()).await }
+                let held = held.clone();
+                async move { read_version(&held, asks.len()).await }
             }),
             _stop: stop.drop_guard(),
         })
@@ -83,8 +86,10 @@ impl PgListened {
 }
 
 /// One read of the version row, answered to each of `asks` callers.
-async fn read_version(pool: &PgPool, asks: usize) -> StoreResult<Vec<i64>> {
-    let version: i64 = sqlx::query_scalar(READ_VERSION).fetch_one(pool).await?;
+async fn read_version(held: &Held, asks: usize) -> StoreResult<Vec<i64>> {
+    let version: i64 = held
+        .run(|conn| sqlx::query_scalar(READ_VERSION).fetch_one(conn).boxed())
+        .await?;
     Ok(vec![version; asks])
 }
 

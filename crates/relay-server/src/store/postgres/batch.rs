@@ -8,9 +8,12 @@
 //! lock is held until the update, so no other instance can take those units in between: the quota
 //! stays exact across instances as with one conditional `UPDATE` per leg.
 
-use sqlx::Row;
-use sqlx::postgres::PgPool;
+use std::sync::Arc;
 
+use futures::FutureExt;
+use sqlx::Row;
+
+use super::held::Held;
 use crate::store::batch::{Batcher, LegWrites, admissions};
 use crate::store::{Admission, StoreResult};
 
@@ -44,16 +47,26 @@ const REFUND_MANY: &str = "WITH wanted AS (
      UPDATE users u SET used = GREATEST(u.used - l.legs, 0)
      FROM locked l WHERE u.id = l.id AND u.used > 0";
 
-async fn admit(pool: &PgPool, ids: Vec<String>) -> StoreResult<Vec<Admission>> {
+async fn admit(held: &Held, ids: Vec<String>) -> StoreResult<Vec<Admission>> {
     if let [id] = ids.as_slice() {
-        let done = sqlx::query(ADMIT_ONE).bind(id).execute(pool).await?;
+        let done = held
+            .run(|conn| {
+                let id = id.clone();
+                async move { sqlx::query(ADMIT_ONE).bind(id).execute(conn).await }.boxed()
+            })
+            .await?;
         return Ok(vec![if done.rows_affected() == 1 {
             Admission::Admitted
         } else {
             Admission::QuotaExceeded
         }]);
     }
-    let rows = sqlx::query(ADMIT_MANY).bind(&ids).fetch_all(pool).await?;
+    let rows = held
+        .run(|conn| {
+            let ids = ids.clone();
+            async move { sqlx::query(ADMIT_MANY).bind(ids).fetch_all(conn).await }.boxed()
+        })
+        .await?;
     let granted = rows
         .iter()
         .map(|r| Ok((r.try_get::<String, _>("id")?, r.try_get::<i64, _>("units")?)))
@@ -61,30 +74,38 @@ async fn admit(pool: &PgPool, ids: Vec<String>) -> StoreResult<Vec<Admission>> {
     Ok(admissions(&ids, granted))
 }
 
-async fn refund(pool: &PgPool, ids: Vec<String>) -> StoreResult<Vec<()>> {
-    sqlx::query(REFUND_MANY).bind(&ids).execute(pool).await?;
+async fn refund(held: &Held, ids: Vec<String>) -> StoreResult<Vec<()>> {
+    held.run(|conn| {
+        let ids = ids.clone();
+        async move { sqlx::query(REFUND_MANY).bind(ids).execute(conn).await }.boxed()
+    })
+    .await?;
     Ok(vec![(); ids.len()])
 }
 
-/// Starts the batch tasks of one PostgreSQL pool.
-pub(super) fn leg_writes(pool: &PgPool) -> LegWrites {
-    let (p1, p2, p3) = (pool.clone(), pool.clone(), pool.clone());
+/// Starts the batch tasks of one PostgreSQL store, on its held connections.
+pub(super) fn leg_writes(held: &Arc<Held>) -> LegWrites {
+    let (h1, h2, h3) = (held.clone(), held.clone(), held.clone());
     LegWrites {
         admit: Batcher::spawn_direct(move |ids| {
-            let pool = p1.clone();
-            async move { admit(&pool, ids).await }
+            let held = h1.clone();
+            async move { admit(&held, ids).await }
         }),
         refund: Batcher::spawn_direct(move |ids| {
-            let pool = p2.clone();
-            async move { refund(&pool, ids).await }
+            let held = h2.clone();
+            async move { refund(&held, ids).await }
         }),
         open_leg: Batcher::spawn(move |legs: Vec<()>| {
-            let pool = p3.clone();
+            let held = h3.clone();
             async move {
-                sqlx::query("UPDATE open_usage SET used = used + $1 WHERE id = 1")
-                    .bind(i64::try_from(legs.len()).unwrap_or(i64::MAX))
-                    .execute(&pool)
-                    .await?;
+                let legs_now = i64::try_from(legs.len()).unwrap_or(i64::MAX);
+                held.run(|conn| {
+                    sqlx::query("UPDATE open_usage SET used = used + $1 WHERE id = 1")
+                        .bind(legs_now)
+                        .execute(conn)
+                        .boxed()
+                })
+                .await?;
                 Ok(legs)
             }
         }),

@@ -11,8 +11,9 @@
 
 use std::sync::Arc;
 
-use sqlx::postgres::PgPool;
+use futures::FutureExt;
 
+use super::held::Held;
 use crate::store::batch::Batcher;
 use crate::store::{InjectBudget, Note, StoreResult};
 
@@ -28,20 +29,36 @@ const VERSION_MANY: &str = "SELECT k.i, c.version
      FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, project_id, i)
      JOIN note_counters c ON c.user_id = k.user_id AND c.project_id = k.project_id";
 
-async fn versions(pool: &PgPool, projects: Vec<Project>) -> StoreResult<Vec<Option<i64>>> {
+async fn versions(held: &Held, projects: Vec<Project>) -> StoreResult<Vec<Option<i64>>> {
     if let [(user_id, project_id)] = projects.as_slice() {
-        let version = sqlx::query_scalar(VERSION_ONE)
-            .bind(user_id)
-            .bind(project_id)
-            .fetch_optional(pool)
+        let version = held
+            .run(|conn| {
+                let (user_id, project_id) = (user_id.clone(), project_id.clone());
+                async move {
+                    sqlx::query_scalar(VERSION_ONE)
+                        .bind(user_id)
+                        .bind(project_id)
+                        .fetch_optional(conn)
+                        .await
+                }
+                .boxed()
+            })
             .await?;
         return Ok(vec![version]);
     }
     let (users, project_ids): (Vec<String>, Vec<String>) = projects.into_iter().unzip();
-    let rows: Vec<(i64, i64)> = sqlx::query_as(VERSION_MANY)
-        .bind(&users)
-        .bind(&project_ids)
-        .fetch_all(pool)
+    let rows: Vec<(i64, i64)> = held
+        .run(|conn| {
+            let (users, project_ids) = (users.clone(), project_ids.clone());
+            async move {
+                sqlx::query_as(VERSION_MANY)
+                    .bind(users)
+                    .bind(project_ids)
+                    .fetch_all(conn)
+                    .await
+            }
+            .boxed()
+        })
         .await?;
     let mut found = vec![None; users.len()];
     for (i, version) in rows {
@@ -92,14 +109,14 @@ impl Lookup {
 }
 
 impl InjectionCache {
-    /// Starts the version reads' batch task on `pool`.
-    pub fn new(pool: &PgPool) -> Self {
-        let pool = pool.clone();
+    /// Starts the version reads' batch task on `held`'s connections.
+    pub fn new(held: &Arc<Held>) -> Self {
+        let held = held.clone();
         Self {
             entries: quick_cache::sync::Cache::new(CAPACITY),
             versions: Batcher::spawn_direct(move |projects| {
-                let pool = pool.clone();
-                async move { versions(&pool, projects).await }
+                let held = held.clone();
+                async move { versions(&held, projects).await }
             }),
         }
     }
@@ -186,7 +203,7 @@ mod tests {
         let pool = sqlx::postgres::PgPoolOptions::new()
             .connect_lazy("postgres://nobody@127.0.0.1:1/none")
             .unwrap();
-        InjectionCache::new(&pool)
+        InjectionCache::new(&Arc::new(Held::new(&pool, 2)))
     }
 
     #[tokio::test]

@@ -11,6 +11,7 @@
 
 mod accounts;
 mod batch;
+pub mod held;
 mod injection;
 mod notes;
 mod ranking;
@@ -27,6 +28,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/postgres/mi
 
 pub struct PgStore {
     pool: PgPool,
+    /// Connections apart from the pool for the per-leg statements.
+    held: Arc<held::Held>,
     /// Admissions, refunds and open-mode counts, sent in batches (group commit).
     writes: super::batch::LegWrites,
     /// The notes each question was answered with, per project write version.
@@ -57,7 +60,8 @@ impl PgStore {
             // and the handler answers 503 instead of hanging while the server is down.
             .acquire_timeout(options.busy_timeout)
             // Connections the server dropped (a restart, a failover) are found and replaced before
-            // a request gets them, so service resumes by itself when the server is back.
+            // a request gets them, so service resumes by itself when the server is back. (The
+            // per-leg statements skip this test and its round trip: `held`.)
             .test_before_acquire(true)
             .after_connect({
                 let migrated = migrated.clone();
@@ -102,15 +106,22 @@ impl PgStore {
                 other => anyhow::bail!("cannot open PostgreSQL database {target}: {other}"),
             },
         }
+        let held = Arc::new(held::Held::new(&pool, options.max_connections));
         Ok(Self {
-            writes: batch::leg_writes(&pool),
-            injected: injection::InjectionCache::new(&pool),
+            writes: batch::leg_writes(&held),
+            injected: injection::InjectionCache::new(&held),
+            held,
             pool,
         })
     }
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The connections the per-leg statements run on, for the session cache's version reads.
+    pub fn held(&self) -> &Arc<held::Held> {
+        &self.held
     }
 }
 
