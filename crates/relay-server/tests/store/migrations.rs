@@ -1,9 +1,10 @@
 //! Opening a store: readiness, migrations run once by instances that start together, and
 //! connections the server ended replaced.
 
-use relay_server::store::Opener;
+use relay_server::domain::Role;
+use relay_server::store::{Admission, Opener};
 
-use crate::{Fixture, OPTIONS, note, pg};
+use crate::{Fixture, OPTIONS, new_user, note, pg};
 
 conformance!(ping_answers,);
 
@@ -78,4 +79,56 @@ async fn postgres_connections_the_server_ended_are_replaced() {
     // The pool notices the dead connections and opens new ones, so the store works again at once.
     store.memory.ping().await.unwrap();
     assert!(store.memory.recall("u1", "p", 10).await.unwrap().is_empty());
+}
+
+/// The same for a leg's own statements, which run on connections kept apart from the pool's
+/// queue and untested while in steady use (`store::postgres::held`): the session check, the
+/// admission and the refund work on the first try after the server ended every connection, and
+/// the quota counts each exactly once.
+#[tokio::test]
+async fn postgres_leg_statements_work_at_once_after_the_server_ended_their_connections() {
+    let db = pg::TestDb::create().await;
+    let store = Opener::default()
+        .open(&db.url, "memory.url", &OPTIONS)
+        .await
+        .unwrap();
+    let auth = &store.auth;
+    auth.create_user(new_user("u_leg", "leg@example.com", Role::User, 10, 1.0))
+        .await
+        .unwrap();
+    auth.create_session("tok", "u_leg", 1.0, f64::MAX)
+        .await
+        .unwrap();
+    // Warm: the statements' connections are open and idle.
+    assert!(auth.session_user("tok", 2.0).await.unwrap().is_some());
+    assert_eq!(auth.admit_leg("u_leg").await.unwrap(), Admission::Admitted);
+
+    let admin = sqlx::PgPool::connect(&pg::admin_url()).await.unwrap();
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+         WHERE datname = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(&db.name)
+    .execute(&admin)
+    .await
+    .unwrap();
+
+    // The admission first: a session check that met the ended connection would fall back to
+    // the pool by itself (an unreadable version bypasses the cache) and take it out of the way.
+    assert_eq!(
+        auth.admit_leg("u_leg").await.unwrap(),
+        Admission::Admitted,
+        "the admission works at once"
+    );
+    assert!(auth.session_user("tok", 3.0).await.unwrap().is_some());
+    auth.refund_leg("u_leg").await.unwrap();
+    let (user, _) = auth
+        .user_by_email("leg@example.com")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        user.used, 1,
+        "two admissions and one refund, each counted once"
+    );
 }
