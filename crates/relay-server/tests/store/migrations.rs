@@ -67,15 +67,7 @@ async fn postgres_connections_the_server_ended_are_replaced() {
         .open(&db.url, "memory.url", &OPTIONS)
         .await
         .unwrap();
-    // End every session of the store from the server side, as an administrator's shutdown would.
-    let admin = sqlx::PgPool::connect(&pg::admin_url()).await.unwrap();
-    let _ = sqlx::query(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-    )
-    .bind(&db.name)
-    .execute(&admin)
-    .await
-    .unwrap();
+    end_every_connection(&db).await;
     // The pool notices the dead connections and opens new ones, so the store works again at once.
     store.memory.ping().await.unwrap();
     assert!(store.memory.recall("u1", "p", 10).await.unwrap().is_empty());
@@ -103,15 +95,7 @@ async fn postgres_leg_statements_work_at_once_after_the_server_ended_their_conne
     assert!(auth.session_user("tok", 2.0).await.unwrap().is_some());
     assert_eq!(auth.admit_leg("u_leg").await.unwrap(), Admission::Admitted);
 
-    let admin = sqlx::PgPool::connect(&pg::admin_url()).await.unwrap();
-    sqlx::query(
-        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
-         WHERE datname = $1 AND pid <> pg_backend_pid()",
-    )
-    .bind(&db.name)
-    .execute(&admin)
-    .await
-    .unwrap();
+    end_every_connection(&db).await;
 
     // The admission first: a session check that met the ended connection would fall back to
     // the pool by itself (an unreadable version bypasses the cache) and take it out of the way.
@@ -131,4 +115,18 @@ async fn postgres_leg_statements_work_at_once_after_the_server_ended_their_conne
         user.used, 1,
         "two admissions and one refund, each counted once"
     );
+}
+
+/// Ends every session of `db` from the server side, as an administrator's shutdown would, and
+/// waits until each is gone.
+async fn end_every_connection(db: &pg::TestDb) {
+    let admin = sqlx::PgPool::connect(&pg::admin_url()).await.unwrap();
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+         WHERE datname = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(&db.name)
+    .execute(&admin)
+    .await
+    .unwrap();
 }

@@ -21,13 +21,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::FutureExt;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
-
-use crate::store::postgres::held::Held;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{Freshness, SessionCache};
 use crate::store::StoreResult;
 use crate::store::batch::Batcher;
+use crate::store::postgres::held::Held;
 
 /// The channel the triggers notify.
 pub const CHANNEL: &str = "relay_auth";

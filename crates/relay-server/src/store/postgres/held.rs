@@ -44,7 +44,8 @@ struct Lease<'a> {
 
 impl Held {
     /// Holds at most half of `pool`'s `max_connections`, and none when it has only one.
-    pub fn new(pool: &PgPool, max_connections: u32) -> Self {
+    pub fn new(pool: &PgPool) -> Self {
+        let max_connections = pool.options().get_max_connections();
         Self {
             pool: pool.clone(),
             keep: usize::try_from(max_connections / 2).unwrap_or(usize::MAX),
@@ -180,7 +181,7 @@ mod tests {
             .max_connections(2)
             .connect_lazy(&url)
             .unwrap();
-        Held::new(&pool, 2)
+        Held::new(&pool)
     }
 
     /// Ends the backend `pid` and waits until it is gone.

@@ -203,7 +203,7 @@ mod tests {
         let pool = sqlx::postgres::PgPoolOptions::new()
             .connect_lazy("postgres://nobody@127.0.0.1:1/none")
             .unwrap();
-        InjectionCache::new(&Arc::new(Held::new(&pool, 2)))
+        InjectionCache::new(&Arc::new(Held::new(&pool)))
     }
 
     #[tokio::test]

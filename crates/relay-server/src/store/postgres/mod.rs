@@ -106,7 +106,7 @@ impl PgStore {
                 other => anyhow::bail!("cannot open PostgreSQL database {target}: {other}"),
             },
         }
-        let held = Arc::new(held::Held::new(&pool, options.max_connections));
+        let held = Arc::new(held::Held::new(&pool));
         Ok(Self {
             writes: batch::leg_writes(&held),
             injected: injection::InjectionCache::new(&held),
