@@ -1,14 +1,19 @@
 //! What the three HTTP adapters share: where the provider is, its key (never shown in `Debug`
-//! output), the HTTP clients, and sending one streaming request with the key in its header.
+//! output), the HTTP clients, and sending one streaming request with the key in its header:
+//! through reqwest's lanes to an `https://` provider, on Relay's own HTTP/1.1 connections
+//! (`providers::plain`) to a plain-`http://` one.
 
 use std::fmt;
 use std::sync::Arc;
 
-use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderValue};
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 
 use super::ProviderError;
-use super::lanes::{Lanes, Lease};
+use super::lanes::Lanes;
 use super::sse;
 
 /// The header a provider reads its key from.
@@ -29,11 +34,10 @@ pub struct Endpoint {
     lanes: Arc<Lanes>,
 }
 
-/// A provider's answer (headers in, body still streaming) and the leg's place on its lane,
-/// which is given back when the body is dropped.
+/// A provider's successful answer: its body, still streaming. On a lane, the leg keeps its
+/// place there until the body is dropped.
 pub struct Upstream {
-    pub response: reqwest::Response,
-    pub lease: Lease,
+    pub body: BoxStream<'static, Result<Bytes, ProviderError>>,
 }
 
 impl fmt::Debug for Endpoint {
@@ -80,35 +84,56 @@ impl Endpoint {
         body: &impl Serialize,
         extra: &[(&'static str, &'static str)],
     ) -> Result<Upstream, ProviderError> {
+        let headers = self.headers(extra)?;
+        let body = serde_json::to_vec(body)
+            .map_err(|_| ProviderError::Connect("the request could not be sent".into()))?;
+        if url.scheme() == "http" {
+            let answer = self.lanes.plain().post(&url, headers, body).await?;
+            if !answer.status.is_success() {
+                return Err(sse::refusal(answer.status, &answer.headers, answer.body).await);
+            }
+            return Ok(Upstream { body: answer.body });
+        }
         let (http, lease) = self
             .lanes
             .lease()
             .map_err(|_| ProviderError::Connect("the HTTP client could not be built".into()))?;
-        let mut builder = http
-            .post(url)
-            .header(ACCEPT, "text/event-stream")
-            .json(body);
+        let response = sse::send(http.post(url).headers(headers).body(body)).await?;
+        let body = response.bytes_stream().map(move |chunk| {
+            let _ = &lease;
+            chunk.map_err(|_| ProviderError::Connect(sse::BROKE.into()))
+        });
+        Ok(Upstream {
+            body: Box::pin(body),
+        })
+    }
+
+    /// The request's headers: JSON in, server-sent events out, the caller's `extra`, the trace
+    /// context, and the key.
+    fn headers(&self, extra: &[(&'static str, &'static str)]) -> Result<HeaderMap, ProviderError> {
+        let mut headers = HeaderMap::with_capacity(6 + extra.len());
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         for (name, value) in extra {
-            builder = builder.header(*name, *value);
+            headers.insert(header_name(name)?, HeaderValue::from_static(value));
         }
         // The provider sees this attempt as the parent of its own spans (W3C traceparent).
         for (name, value) in crate::telemetry::outgoing_headers() {
-            builder = builder.header(name, value);
+            headers.insert(name, value);
         }
         if let Some(key) = &self.api_key {
             let (name, value) = match self.key_header {
-                KeyHeader::Bearer => (AUTHORIZATION.as_str(), format!("Bearer {key}")),
-                KeyHeader::Named(name) => (name, key.clone()),
+                KeyHeader::Bearer => (AUTHORIZATION, format!("Bearer {key}")),
+                KeyHeader::Named(name) => (header_name(name)?, key.clone()),
             };
             let mut value = HeaderValue::from_str(&value).map_err(|_| {
                 ProviderError::Connect("the API key is not a valid header value".into())
             })?;
-            // Sensitive headers stay out of reqwest's and hyper's debug output.
+            // Sensitive headers stay out of debug output.
             value.set_sensitive(true);
-            builder = builder.header(name, value);
+            headers.insert(name, value);
         }
-        let response = sse::send(builder).await?;
-        Ok(Upstream { response, lease })
+        Ok(headers)
     }
 
     /// `base_url` followed by `path` (which starts with `/`).
@@ -116,4 +141,10 @@ impl Endpoint {
         reqwest::Url::parse(&format!("{}{path}", self.base_url))
             .map_err(|_| ProviderError::Connect("the provider's base URL is not usable".into()))
     }
+}
+
+/// One of the adapters' own header names (never a caller's).
+fn header_name(name: &str) -> Result<HeaderName, ProviderError> {
+    HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| ProviderError::Connect("the request could not be sent".into()))
 }

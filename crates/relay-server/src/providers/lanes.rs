@@ -9,11 +9,14 @@
 //! So the provider has several clients ("lanes"), each with its own pool and so its own
 //! connection, and a leg takes the first lane with room; a new lane opens when all are full.
 //! 100 streams a connection is the least RFC 9113 asks servers to allow. Plain `http://`
-//! providers (llama.cpp, Ollama, vLLM) stay on HTTP/1.1, one connection per open leg, as before.
+//! providers (llama.cpp, Ollama, vLLM) speak HTTP/1.1, one connection per open leg, on the
+//! provider's own pool of connections instead (`providers::plain`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use super::plain::Pool;
 
 /// Legs on one connection by default: the least a server should allow (RFC 9113 §6.5.2).
 pub const DEFAULT_STREAMS_PER_CONNECTION: usize = 100;
@@ -108,11 +111,12 @@ struct Lane {
     in_flight: Arc<AtomicUsize>,
 }
 
-/// A provider's lanes.
+/// A provider's lanes, and its plain-HTTP/1.1 connections.
 pub struct Lanes {
     settings: ClientSettings,
     per_lane: usize,
     lanes: Mutex<Vec<Lane>>,
+    plain: Arc<Pool>,
 }
 
 /// A leg's place on a lane, given back when the leg's upstream response is dropped.
@@ -138,6 +142,7 @@ impl Lanes {
             settings,
             per_lane: per_lane.max(1),
             lanes: Mutex::new(vec![first]),
+            plain: Arc::new(Pool::default()),
         })
     }
 
@@ -165,6 +170,11 @@ impl Lanes {
                 in_flight: lane.in_flight.clone(),
             },
         ))
+    }
+
+    /// The idle connections of a plain-`http://` provider.
+    pub fn plain(&self) -> &Arc<Pool> {
+        &self.plain
     }
 
     /// How many lanes there are (each at most one HTTP/2 connection per origin).

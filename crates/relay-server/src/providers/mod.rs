@@ -12,6 +12,7 @@ pub mod gemini;
 pub mod lanes;
 pub mod openai;
 pub mod openai_responses;
+pub mod plain;
 pub mod registry;
 pub mod sse;
 
@@ -148,6 +149,13 @@ pub enum ProviderError {
     /// Reserved for the caller: the stream went quiet for too long.
     #[error("the provider stopped sending data")]
     IdleTimeout,
+}
+
+/// A byte stream that cannot fail (recorded bytes in tests and tools) drives an adapter too.
+impl From<std::convert::Infallible> for ProviderError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
+    }
 }
 
 /// Renders ` (retry after Ns)` for the `RateLimited` message.

@@ -31,11 +31,12 @@ pub trait EventNormaliser: Send + 'static {
     }
 }
 
-/// Drives a byte stream through SSE parsing into `normaliser`.
+/// Drives a byte stream through SSE parsing into `normaliser`; the transport's own errors end
+/// the stream as they are.
 pub fn drive<S, E, N>(bytes: S, normaliser: N) -> EventStream
 where
     S: Stream<Item = Result<Bytes, E>> + Send + 'static,
-    E: Send + 'static,
+    E: Into<ProviderError> + Send + 'static,
     N: EventNormaliser,
 {
     // A body may end without the blank line that dispatches its last event (Anthropic's SDK
@@ -96,6 +97,7 @@ type Step<T> = Option<(Result<ProviderEvent, ProviderError>, T)>;
 impl<S, E, N> Driver<S, N>
 where
     S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+    E: Into<ProviderError>,
     N: EventNormaliser,
 {
     async fn step(mut self) -> Step<Self> {
@@ -118,7 +120,7 @@ where
                     }
                     Err(err) => return self.fail(err),
                 },
-                Some(Err(err)) => return self.fail(stream_error(&err)),
+                Some(Err(err)) => return self.fail(stream_error(err)),
                 None => {
                     if let Err(err) = self.close() {
                         return self.fail(err);
@@ -144,14 +146,11 @@ where
     }
 }
 
-fn stream_error<E>(err: &EventStreamError<E>) -> ProviderError {
+fn stream_error<E: Into<ProviderError>>(err: EventStreamError<E>) -> ProviderError {
     match err {
         EventStreamError::Utf8(_) => ProviderError::Protocol("the stream is not UTF-8".into()),
         EventStreamError::Parser(_) => ProviderError::Protocol("malformed SSE framing".into()),
-        // The transport's own message may name the URL; say only what happened.
-        EventStreamError::Transport(_) => {
-            ProviderError::Connect("the connection broke while streaming".into())
-        }
+        EventStreamError::Transport(e) => e.into(),
     }
 }
 
@@ -160,6 +159,9 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(data: &str) -> Result<T
     serde_json::from_str(data.trim())
         .map_err(|e| ProviderError::Protocol(format!("an event is not valid JSON ({e})")))
 }
+
+/// What a transport error while streaming is reported as (its own message may name the URL).
+pub(crate) const BROKE: &str = "the connection broke while streaming";
 
 /// Sends a request and waits for the response headers; a non-2xx answer becomes an error.
 pub(crate) async fn send(
@@ -170,31 +172,39 @@ pub(crate) async fn send(
     if status.is_success() {
         return Ok(response);
     }
+    let headers = response.headers().clone();
+    Err(refusal(status, &headers, response.bytes_stream()).await)
+}
+
+/// The error a non-2xx answer stands for: 429 is a rate limit (with its `Retry-After`), any
+/// other status is refined by the error body's type or code where it has one.
+pub(crate) async fn refusal<S, E>(
+    status: reqwest::StatusCode,
+    headers: &reqwest::header::HeaderMap,
+    body: S,
+) -> ProviderError
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+{
     if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-        return Err(ProviderError::RateLimited {
-            retry_after: retry_after(response.headers()),
-        });
+        return ProviderError::RateLimited {
+            retry_after: retry_after(headers),
+        };
     }
     // The error body only refines the message: a slow one is not waited for long.
-    let body = tokio::time::timeout(Duration::from_secs(5), read_capped(response, 64 * 1024))
+    let body = tokio::time::timeout(Duration::from_secs(5), read_capped(body, 64 * 1024))
         .await
         .unwrap_or_default();
     let json = serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null);
-    Err(error_from_json(Some(status.as_u16()), &json))
+    error_from_json(Some(status.as_u16()), &json)
 }
 
-/// Streams a successful response through `normaliser`; the leg keeps its place on its lane
-/// until the stream is dropped.
+/// Streams a successful answer's body through `normaliser`.
 pub(crate) fn stream_response<N: EventNormaliser>(
     upstream: super::endpoint::Upstream,
     normaliser: N,
 ) -> EventStream {
-    let lease = upstream.lease;
-    let bytes = upstream.response.bytes_stream().map(move |chunk| {
-        let _ = &lease;
-        chunk
-    });
-    drive(bytes, normaliser)
+    drive(upstream.body, normaliser)
 }
 
 /// A reqwest error described by kind only: its `Display` names the URL, and a Gemini URL
@@ -234,13 +244,16 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 
 /// Reads at most `cap` bytes of an error body: enough for the error's type, bounded so a
 /// misbehaving upstream cannot make us buffer without limit.
-async fn read_capped(mut response: reqwest::Response, cap: usize) -> Vec<u8> {
-    let mut body = Vec::new();
-    while body.len() < cap {
-        match response.chunk().await {
-            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-            Ok(None) | Err(_) => break,
+async fn read_capped<S, E>(mut body: S, cap: usize) -> Vec<u8>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+{
+    let mut out = Vec::new();
+    while out.len() < cap {
+        match body.next().await {
+            Some(Ok(chunk)) => out.extend_from_slice(&chunk),
+            Some(Err(_)) | None => break,
         }
     }
-    body
+    out
 }

@@ -13,6 +13,7 @@
 mod behaviour;
 mod cases;
 mod http;
+mod plain_http;
 mod resplit;
 mod responses;
 
