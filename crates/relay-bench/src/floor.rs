@@ -37,13 +37,20 @@ pub enum Client {
     Reqwest,
     /// hyper's HTTP/1 client connection, one per leg, no pool.
     Hyper,
+    /// Relay's own HTTP/1.1 connections (`providers::plain`), as Relay reaches `http://` providers.
+    Plain,
 }
 
 impl Client {
     pub fn describe(self) -> &'static str {
         match self {
-            Self::Reqwest => "reqwest upstream on Relay's provider lanes (Relay's client)",
+            Self::Reqwest => {
+                "reqwest upstream on Relay's provider lanes (Relay's client for https providers)"
+            }
             Self::Hyper => "hyper's own client connection upstream, no pool",
+            Self::Plain => {
+                "Relay's own HTTP/1.1 connections upstream (Relay's client for http providers)"
+            }
         }
     }
 }
@@ -87,6 +94,7 @@ async fn leg(axum::extract::State(up): axum::extract::State<Upstream>, body: Byt
     let chunks = match up.client {
         Client::Reqwest => via_reqwest(&up, request).await.map(StreamExt::boxed),
         Client::Hyper => via_hyper(&up.base, request).await.map(StreamExt::boxed),
+        Client::Plain => via_plain(&up, request).await.map(StreamExt::boxed),
     };
     match chunks {
         Ok(chunks) => ndjson(chunks),
@@ -140,6 +148,26 @@ async fn via_hyper(
     );
     let frames = http_body_util::BodyStream::new(response.into_body());
     Ok(frames.map(|frame| frame.ok().and_then(|f| f.into_data().ok())))
+}
+
+async fn via_plain(
+    up: &Upstream,
+    request: String,
+) -> Result<impl Stream<Item = Option<Bytes>> + Send + 'static> {
+    let url = reqwest::Url::parse(&format!("{}/chat/completions", up.base))?;
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    let answer = up
+        .lanes
+        .plain()
+        .post(&url, headers, request.into_bytes())
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    anyhow::ensure!(answer.status.is_success(), "upstream {}", answer.status);
+    Ok(answer.body.map(Result::ok))
 }
 
 /// A `start` line, then each upstream chunk as a `text` line; a broken upstream ends the body.
@@ -264,7 +292,7 @@ mod tests {
     async fn both_clients_stream_the_upstream_answer_after_a_start_line() {
         let mock = crate::mock::Mock::start_thread().unwrap();
         let leg = crate::data::relay_leg(crate::data::FAST_MODEL, crate::data::PROJECT);
-        for client in [Client::Reqwest, Client::Hyper] {
+        for client in [Client::Reqwest, Client::Hyper, Client::Plain] {
             let url = serve_floor(client, mock.base_url()).await;
             let answer = reqwest::Client::new()
                 .post(&url)

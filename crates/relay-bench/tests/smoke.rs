@@ -50,7 +50,7 @@ fn smoke_pipeline_produces_every_figure() {
     }
     assert_eq!(report.streams.opened, 200, "{table}");
     // The open-stream baseline: the bare proxy, once per upstream client, the same legs open.
-    assert_eq!(report.streams_floor.len(), 2, "{table}");
+    assert_eq!(report.streams_floor.len(), 3, "{table}");
     for floor in &report.streams_floor {
         assert_eq!(floor.result.opened, 200, "{table}");
         assert!(floor.result.bytes_per_stream > 0.0, "{table}");

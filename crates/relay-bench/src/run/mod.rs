@@ -590,7 +590,11 @@ async fn floor_streams(
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
-    for client in [crate::floor::Client::Reqwest, crate::floor::Client::Hyper] {
+    for client in [
+        crate::floor::Client::Plain,
+        crate::floor::Client::Reqwest,
+        crate::floor::Client::Hyper,
+    ] {
         eprintln!(
             "relay-bench: {streams} open streams through the bare proxy, {}",
             client.describe()
