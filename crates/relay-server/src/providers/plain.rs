@@ -68,8 +68,10 @@ impl Pool {
         headers: HeaderMap,
         body: Vec<u8>,
     ) -> Result<Answer, ProviderError> {
+        // `[::1]` in the URL; the address to connect to is `::1`.
         let host = url
             .host_str()
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
             .ok_or_else(|| ProviderError::Connect("the provider's URL names no host".into()))?;
         let port = url.port_or_known_default().unwrap_or(80);
         let mut request = Some(request_of(url, headers, body.len())?);

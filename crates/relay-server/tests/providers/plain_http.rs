@@ -171,6 +171,33 @@ async fn legs_one_after_another_share_one_connection() {
 }
 
 #[tokio::test]
+async fn a_provider_on_an_ipv6_address_is_reached() {
+    let listener = TcpListener::bind("[::1]:0").await.expect("bind ::1");
+    let addr = listener.local_addr().expect("address");
+    let seen_host = Arc::new(std::sync::Mutex::new(String::new()));
+    let seen = seen_host.clone();
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.expect("accept");
+        let mut conn = Conn {
+            stream,
+            requests: Arc::new(AtomicUsize::new(0)),
+        };
+        let mut head = vec![0u8; 4096];
+        let n = conn.stream.read(&mut head).await.expect("read");
+        *seen.lock().expect("lock") = String::from_utf8_lossy(&head[..n]).to_lowercase();
+        conn.send(&chunked_answer()).await;
+    });
+    let lanes = Arc::new(Lanes::new(ClientSettings::system().expect("TLS"), 100).expect("lanes"));
+    let provider = OpenAiProvider::new(format!("http://{addr}/v1"), None, lanes);
+    assert_eq!(leg(&provider).await.expect("a leg"), ("Hello".into(), true));
+    let head = seen_host.lock().expect("lock").clone();
+    assert!(
+        head.contains(&format!("host: [::1]:{}\r\n", addr.port())),
+        "{head}"
+    );
+}
+
+#[tokio::test]
 async fn a_connection_the_provider_closed_after_its_answer_is_not_used_again() {
     // One answer a connection, then the provider hangs up without saying so in a header.
     let upstream = Raw::start(|mut conn, _| async move {
