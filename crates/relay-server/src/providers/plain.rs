@@ -40,6 +40,8 @@ const MAX_IDLE: usize = 256;
 const MAX_HEAD: usize = 64 * 1024;
 /// One read from the socket, into a buffer on the stack that no open leg keeps.
 const READ: usize = 16 * 1024;
+/// The most capacity an open leg keeps for bytes read but not yet decoded, once there are none.
+const KEEP: usize = 4 * 1024;
 
 /// A provider's idle connections, one origin per provider.
 #[derive(Default)]
@@ -405,6 +407,10 @@ impl Reader {
             }
         }
         self.pending.drain(..used);
+        if self.pending.is_empty() && self.pending.capacity() > KEEP {
+            // A large read's capacity is not kept by a leg that may now wait for minutes.
+            self.pending = Vec::new();
+        }
         out.truncate(produced);
         Ok((!out.is_empty()).then(|| Bytes::from(out)))
     }
