@@ -36,6 +36,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const IDLE_FOR: Duration = Duration::from_secs(90);
 /// Idle connections kept for the next legs; more are closed.
 const MAX_IDLE: usize = 256;
+/// The most a request head may take (the adapters' few headers need far less).
+const HEAD_ROOM: usize = 8 * 1024;
 /// The longest response head accepted.
 const MAX_HEAD: usize = 64 * 1024;
 /// One read from the socket, into a buffer on the stack that no open leg keeps.
@@ -70,13 +72,13 @@ impl Pool {
         headers: HeaderMap,
         body: Vec<u8>,
     ) -> Result<Answer, ProviderError> {
-        // `[::1]` in the URL; the address to connect to is `::1`.
         let host = url
             .host_str()
-            .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
             .ok_or_else(|| ProviderError::Connect("the provider's URL names no host".into()))?;
         let port = url.port_or_known_default().unwrap_or(80);
-        let mut request = Some(request_of(url, headers, body.len())?);
+        let mut request = Some(request_of(url, host, headers, body.len())?);
+        // `[::1]` in the URL and the `Host` header; the address to connect to is `::1`.
+        let host = host.trim_start_matches('[').trim_end_matches(']');
         let mut pooled = self.take();
         loop {
             let Some(this) = request.take() else {
@@ -174,21 +176,18 @@ impl Pool {
     }
 }
 
-/// The request's head, with `Host` and `Content-Length` set.
+/// The request's head, with `Host` (`host` as the URL writes it, and its port) and
+/// `Content-Length` set.
 fn request_of(
     url: &reqwest::Url,
+    host: &str,
     mut headers: HeaderMap,
     body_len: usize,
 ) -> Result<http::Request<()>, ProviderError> {
     let bad = || ProviderError::Connect("the request could not be sent".into());
-    let host = match (url.host_str(), url.port()) {
-        (Some(h), Some(p)) => format!("{h}:{p}"),
-        (Some(h), None) => h.to_owned(),
-        (None, _) => {
-            return Err(ProviderError::Connect(
-                "the provider's URL names no host".into(),
-            ));
-        }
+    let host = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
     };
     headers.insert(
         http::header::HOST,
@@ -213,13 +212,15 @@ fn encode(
 ) -> Result<(Vec<u8>, Call<RecvResponse>), ProviderError> {
     let failed = |_| ProviderError::Connect("the request could not be sent".into());
     let mut call = Call::new(request).map_err(failed)?.proceed();
-    let mut bytes = vec![0; 8 * 1024];
+    // Room for the head and the body in one allocation: the head is written into the front,
+    // the body copied after it.
+    let mut bytes = vec![0; HEAD_ROOM + body.len()];
     let mut head = 0;
     while !call.can_proceed() {
-        head += call.write(&mut bytes[head..]).map_err(failed)?;
+        head += call.write(&mut bytes[head..HEAD_ROOM]).map_err(failed)?;
     }
-    bytes.truncate(head);
-    bytes.extend_from_slice(body);
+    bytes[head..head + body.len()].copy_from_slice(body);
+    bytes.truncate(head + body.len());
     let call = match call.proceed().map_err(failed)? {
         Some(SendRequestResult::SendBody(mut sending)) => {
             // The body goes out of `bytes` as it is: tell ureq-proto it was sent.
@@ -354,7 +355,7 @@ impl Reader {
                         return Some(Ok(bytes));
                     }
                     Ok(None) => {}
-                    Err(e) => return Some(Err(self.fail(e))),
+                    Err(e) => return Some(Err(self.fail(ProviderError::Protocol(e.into())))),
                 }
             }
             if self.finish_if_ended() {
@@ -362,7 +363,7 @@ impl Reader {
             }
             let stream = self.stream.as_ref()?;
             if stream.readable().await.is_err() {
-                return Some(Err(self.fail(BROKE)));
+                return Some(Err(self.fail(broke())));
             }
             match read_now(stream, &mut self.pending) {
                 Ok(0) => {
@@ -371,17 +372,12 @@ impl Reader {
                         .call
                         .as_ref()
                         .is_some_and(|c| c.body_mode() == ureq_proto::BodyMode::CloseDelimited);
-                    self.stream = None;
-                    self.call = None;
-                    return if close_delimited {
-                        None
-                    } else {
-                        Some(Err(self.fail(BROKE)))
-                    };
+                    let broken = self.fail(broke());
+                    return (!close_delimited).then_some(Err(broken));
                 }
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) => return Some(Err(self.fail(BROKE))),
+                Err(_) => return Some(Err(self.fail(broke()))),
             }
         }
     }
@@ -435,14 +431,16 @@ impl Reader {
         true
     }
 
-    fn fail(&mut self, what: &'static str) -> ProviderError {
+    /// Ends the body here: the connection is closed, never pooled, and `err` is what the leg
+    /// is told.
+    fn fail(&mut self, err: ProviderError) -> ProviderError {
         self.stream = None;
         self.call = None;
         self.pending = Vec::new();
-        if what == BROKE {
-            ProviderError::Connect(BROKE.into())
-        } else {
-            ProviderError::Protocol(what.into())
-        }
+        err
     }
+}
+
+fn broke() -> ProviderError {
+    ProviderError::Connect(BROKE.into())
 }

@@ -4,8 +4,8 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use relay_server::providers::lanes::{ClientSettings, Lanes};
@@ -34,12 +34,15 @@ fn chunked_answer() -> Vec<u8> {
     out
 }
 
+/// The heads of the whole requests an upstream read, lowercased, in order.
+type Heads = Arc<Mutex<Vec<String>>>;
+
 /// A raw upstream: every accepted connection goes to `serve` with its number (from 0); counts the
-/// connections and the whole requests read.
+/// connections and keeps the heads of the whole requests read.
 struct Raw {
     addr: SocketAddr,
     accepted: Arc<AtomicUsize>,
-    requests: Arc<AtomicUsize>,
+    heads: Heads,
 }
 
 impl Raw {
@@ -48,11 +51,19 @@ impl Raw {
         F: Fn(Conn, usize) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        Self::start_on("127.0.0.1:0", serve).await
+    }
+
+    async fn start_on<F, Fut>(bind: &str, serve: F) -> Self
+    where
+        F: Fn(Conn, usize) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let listener = TcpListener::bind(bind).await.expect("bind");
         let addr = listener.local_addr().expect("address");
         let accepted = Arc::new(AtomicUsize::new(0));
-        let requests = Arc::new(AtomicUsize::new(0));
-        let (a, r) = (accepted.clone(), requests.clone());
+        let heads = Heads::default();
+        let (a, h) = (accepted.clone(), heads.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let n = a.fetch_add(1, Ordering::SeqCst);
@@ -60,7 +71,7 @@ impl Raw {
                 tokio::spawn(serve(
                     Conn {
                         stream,
-                        requests: r.clone(),
+                        heads: h.clone(),
                     },
                     n,
                 ));
@@ -69,7 +80,7 @@ impl Raw {
         Self {
             addr,
             accepted,
-            requests,
+            heads,
         }
     }
 
@@ -78,18 +89,18 @@ impl Raw {
     }
 
     fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
+        self.heads.lock().expect("lock").len()
     }
 }
 
 struct Conn {
     stream: TcpStream,
-    requests: Arc<AtomicUsize>,
+    heads: Heads,
 }
 
 impl Conn {
-    /// Reads one whole request (head and `Content-Length` body); false at the end of the
-    /// connection.
+    /// Reads one whole request (head and `Content-Length` body) and keeps its head; false at the
+    /// end of the connection.
     async fn request(&mut self) -> bool {
         let mut data = Vec::new();
         let mut buf = [0u8; 4096];
@@ -101,7 +112,7 @@ impl Conn {
                     .find_map(|l| l.strip_prefix("content-length:"))
                     .map_or(0, |v| v.trim().parse().expect("length"));
                 if data.len() >= end + 4 + len {
-                    self.requests.fetch_add(1, Ordering::SeqCst);
+                    self.heads.lock().expect("lock").push(head);
                     return true;
                 }
             }
@@ -172,27 +183,17 @@ async fn legs_one_after_another_share_one_connection() {
 
 #[tokio::test]
 async fn a_provider_on_an_ipv6_address_is_reached() {
-    let listener = TcpListener::bind("[::1]:0").await.expect("bind ::1");
-    let addr = listener.local_addr().expect("address");
-    let seen_host = Arc::new(std::sync::Mutex::new(String::new()));
-    let seen = seen_host.clone();
-    tokio::spawn(async move {
-        let (stream, _) = listener.accept().await.expect("accept");
-        let mut conn = Conn {
-            stream,
-            requests: Arc::new(AtomicUsize::new(0)),
-        };
-        let mut head = vec![0u8; 4096];
-        let n = conn.stream.read(&mut head).await.expect("read");
-        *seen.lock().expect("lock") = String::from_utf8_lossy(&head[..n]).to_lowercase();
-        conn.send(&chunked_answer()).await;
-    });
-    let lanes = Arc::new(Lanes::new(ClientSettings::system().expect("TLS"), 100).expect("lanes"));
-    let provider = OpenAiProvider::new(format!("http://{addr}/v1"), None, lanes);
+    let upstream = Raw::start_on("[::1]:0", |mut conn, _| async move {
+        if conn.request().await {
+            conn.send(&chunked_answer()).await;
+        }
+    })
+    .await;
+    let (_, provider) = setup(upstream.addr);
     assert_eq!(leg(&provider).await.expect("a leg"), ("Hello".into(), true));
-    let head = seen_host.lock().expect("lock").clone();
+    let head = upstream.heads.lock().expect("lock")[0].clone();
     assert!(
-        head.contains(&format!("host: [::1]:{}\r\n", addr.port())),
+        head.contains(&format!("host: [::1]:{}\r\n", upstream.addr.port())),
         "{head}"
     );
 }
@@ -219,7 +220,7 @@ async fn a_request_a_reused_connection_dropped_unanswered_goes_again_on_a_new_on
     // byte: the leg must not fail for it.
     let upstream = Raw::start(|mut conn, n| async move {
         while conn.request().await {
-            if n == 0 && conn.requests.load(Ordering::SeqCst) == 2 {
+            if n == 0 && conn.heads.lock().expect("lock").len() == 2 {
                 return;
             }
             conn.send(&chunked_answer()).await;
