@@ -114,6 +114,8 @@ pub fn ndjson_sample() -> String {
                 input_tokens: 812,
                 output_tokens: 24,
                 cached_input_tokens: None,
+                cache_write_tokens: None,
+                reasoning_tokens: None,
             },
         },
     ];

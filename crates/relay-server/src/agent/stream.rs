@@ -427,6 +427,8 @@ fn wire_usage(u: Usage) -> WireUsage {
         input_tokens: u.input_tokens,
         output_tokens: u.output_tokens,
         cached_input_tokens: u.cached_input_tokens,
+        cache_write_tokens: u.cache_write_tokens,
+        reasoning_tokens: u.reasoning_tokens,
     }
 }
 

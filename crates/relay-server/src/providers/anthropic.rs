@@ -406,6 +406,8 @@ impl EventNormaliser for Normaliser {
             input_tokens: self.input_tokens + self.cache_read.unwrap_or(0) + self.cache_creation,
             output_tokens: self.output_tokens,
             cached_input_tokens: self.cache_read,
+            cache_write_tokens: (self.cache_creation > 0).then_some(self.cache_creation),
+            reasoning_tokens: None,
         };
         Ok(finish_turn(reason, std::mem::take(&mut self.calls), usage))
     }

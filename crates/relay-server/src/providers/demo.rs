@@ -42,6 +42,8 @@ impl DemoProvider {
                     input_tokens,
                     output_tokens: 0,
                     cached_input_tokens: None,
+                    cache_write_tokens: None,
+                    reasoning_tokens: None,
                 },
             }];
         }
@@ -59,6 +61,8 @@ impl DemoProvider {
                 input_tokens,
                 output_tokens,
                 cached_input_tokens: None,
+                cache_write_tokens: None,
+                reasoning_tokens: None,
             },
         });
         events

@@ -295,6 +295,14 @@ struct WireUsage {
     /// DeepSeek's name for cached prompt tokens.
     #[serde(default)]
     prompt_cache_hit_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+#[derive(Deserialize)]
+struct CompletionTokensDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -405,6 +413,9 @@ impl EventNormaliser for Normaliser {
                 .prompt_tokens_details
                 .and_then(|d| d.cached_tokens)
                 .or(usage.prompt_cache_hit_tokens);
+            let reasoning = usage
+                .completion_tokens_details
+                .and_then(|d| d.reasoning_tokens);
             let input = usage.prompt_tokens.unwrap_or(0);
             let completion = usage.completion_tokens.unwrap_or(0);
             // xAI leaves reasoning out of `completion_tokens` but not out of `total_tokens`;
@@ -416,6 +427,8 @@ impl EventNormaliser for Normaliser {
                 input_tokens: input,
                 output_tokens: output,
                 cached_input_tokens: cached,
+                cache_write_tokens: None,
+                reasoning_tokens: reasoning,
             };
         }
         let mut out = Vec::new();

@@ -184,6 +184,8 @@ impl Normaliser {
             input_tokens: usage["input_tokens"].as_u64().unwrap_or(0),
             output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
             cached_input_tokens: usage["input_tokens_details"]["cached_tokens"].as_u64(),
+            cache_write_tokens: None,
+            reasoning_tokens: usage["output_tokens_details"]["reasoning_tokens"].as_u64(),
         }
     }
 }

@@ -62,6 +62,7 @@ fn the_last_event_needs_no_blank_line() {
         input_tokens: 3,
         output_tokens: 2,
         cached_input_tokens: None,
+        ..Default::default()
     };
     assert_eq!(
         got,
@@ -343,7 +344,8 @@ fn gemini_partial_args_build_nested_values() {
         Usage {
             input_tokens: 5,
             output_tokens: 6,
-            cached_input_tokens: Some(2)
+            cached_input_tokens: Some(2),
+            ..Default::default()
         }
     );
 }
@@ -481,7 +483,8 @@ async fn demo_streams_its_canned_answer_word_by_word() {
             usage: Usage {
                 input_tokens: 5,
                 output_tokens: words.len() as u64,
-                cached_input_tokens: None
+                cached_input_tokens: None,
+                ..Default::default()
             },
         }
     );
@@ -507,7 +510,8 @@ async fn demo_calls_list_dir_when_offered() {
             usage: Usage {
                 input_tokens: 5,
                 output_tokens: 0,
-                cached_input_tokens: None
+                cached_input_tokens: None,
+                ..Default::default()
             },
         }]
     );

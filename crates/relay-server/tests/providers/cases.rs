@@ -22,7 +22,8 @@ pub(crate) enum End {
         /// (id, name, arguments)
         calls: &'static [(&'static str, &'static str, &'static str)],
         /// (input, output, cached input)
-        usage: (u64, u64, Option<u64>),
+        /// input, output, cached input, cache write, reasoning.
+        usage: (u64, u64, Option<u64>, Option<u64>, Option<u64>),
     },
     Status {
         status: u16,
@@ -54,6 +55,8 @@ impl Case {
                         input_tokens: usage.0,
                         output_tokens: usage.1,
                         cached_input_tokens: usage.2,
+                        cache_write_tokens: usage.3,
+                        reasoning_tokens: usage.4,
                     },
                 )),
                 End::Status { status, message } => Err(ProviderError::Status {
@@ -123,7 +126,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("call_rI3WKPYvVwlOgCGRjsPP2hEx", "get_country", "{}"),
             ],
-            usage: (398, 10, Some(0)),
+            usage: (398, 10, Some(0), None, Some(0)),
         },
     },
     Case {
@@ -137,7 +140,7 @@ pub(crate) const CASES: &[Case] = &[
                 ("call_NS4iQj14cDFwc0BnrKqDHavt", "get_weather", "{\"city\": \"Mexico City\"}"),
                 ("call_SkGkkGDvHQEEk0CGbnAh2AQw", "get_product_name", "{}"),
             ],
-            usage: (417, 44, Some(0)),
+            usage: (417, 44, Some(0), None, Some(0)),
         },
     },
     Case {
@@ -150,7 +153,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("call_QcKhHXwXzqOXJUUHJb1TB2V5", "final_result", "{\"answers\":[{\"label\":\"Capital of the country\",\"answer\":\"Mexico City\"},{\"label\":\"Weather in the capital\",\"answer\":\"Sunny\"},{\"label\":\"Product name\",\"answer\":\"Pydantic AI\"}]}"),
             ],
-            usage: (481, 49, Some(0)),
+            usage: (481, 49, Some(0), None, Some(0)),
         },
     },
     Case {
@@ -163,7 +166,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("call_ZR5UUuTt3pf61kjwAJIYdVMj", "get_capital", "{\"country\":\"UK\"}"),
             ],
-            usage: (53, 15, Some(0)),
+            usage: (53, 15, Some(0), None, Some(0)),
         },
     },
     Case {
@@ -174,7 +177,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Stop,
             calls: &[],
-            usage: (78, 9, Some(0)),
+            usage: (78, 9, Some(0), None, Some(0)),
         },
     },
     Case {
@@ -185,7 +188,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Stop,
             calls: &[],
-            usage: (15, 78, Some(0)),
+            usage: (15, 78, Some(0), None, Some(64)),
         },
     },
     Case {
@@ -196,7 +199,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Stop,
             calls: &[],
-            usage: (16, 300, Some(0)),
+            usage: (16, 300, Some(0), None, Some(0)),
         },
     },
     Case {
@@ -226,7 +229,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("0", "llm_version", "{}"),
             ],
-            usage: (57, 17, Some(0)),
+            usage: (57, 17, Some(0), None, Some(0)),
         },
     },
     Case {
@@ -237,7 +240,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Stop,
             calls: &[],
-            usage: (107, 15, Some(0)),
+            usage: (107, 15, Some(0), None, Some(0)),
         },
     },
     Case {
@@ -250,7 +253,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("llm_version:0", "llm_version", "{}"),
             ],
-            usage: (56, 12, Some(0)),
+            usage: (56, 12, Some(0), None, Some(0)),
         },
     },
     Case {
@@ -261,7 +264,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Stop,
             calls: &[],
-            usage: (105, 16, Some(0)),
+            usage: (105, 16, Some(0), None, Some(0)),
         },
     },
     Case {
@@ -275,7 +278,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("toolu_sanitized", "read_file", "{\"path\": \"a.txt\"}"),
             ],
-            usage: (0, 0, None),
+            usage: (0, 0, None, None, None),
         },
     },
     Case {
@@ -288,7 +291,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("call_00_ioIn7yN9p1ZOMNpDLwd4MgAF", "weather", "{\"location\": \"San Francisco\"}"),
             ],
-            usage: (339, 83, Some(320)),
+            usage: (339, 83, Some(320), None, Some(39)),
         },
     },
     Case {
@@ -301,7 +304,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("tk85n1k4m", "weather", "{}"),
             ],
-            usage: (210, 15, None),
+            usage: (210, 15, None, None, None),
         },
     },
     Case {
@@ -315,7 +318,7 @@ pub(crate) const CASES: &[Case] = &[
                 ("call_55117580", "weather", "{\"location\":\"San Francisco\"}"),
             ],
             // completion_tokens 26 + reasoning_tokens 196: xAI counts reasoning apart.
-            usage: (291, 222, Some(290)),
+            usage: (291, 222, Some(290), None, Some(196)),
         },
     },
     Case {
@@ -326,7 +329,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Length,
             calls: &[],
-            usage: (4073, 23, Some(26)),
+            usage: (4073, 23, Some(26), None, None),
         },
     },
     Case {
@@ -337,7 +340,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Length,
             calls: &[],
-            usage: (0, 0, None),
+            usage: (0, 0, None, None, None),
         },
     },
     Case {
@@ -348,7 +351,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Stop,
             calls: &[],
-            usage: (40, 25, Some(5)),
+            usage: (40, 25, Some(5), None, None),
         },
     },
     Case {
@@ -362,7 +365,7 @@ pub(crate) const CASES: &[Case] = &[
                 ("2xizwCQg3EMySMfJy0Rpkz4Z9vldyRNU", "get_weather", "{\"city\": \"Paris\"}"),
                 ("QdkMXcVcNhjuPs6br9oU5evJy7wSWqzE", "get_time", "{\"city\": \"Tournai\"}"),
             ],
-            usage: (439, 50, Some(438)),
+            usage: (439, 50, Some(438), None, None),
         },
     },
     Case {
@@ -373,7 +376,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Length,
             calls: &[],
-            usage: (64, 40, Some(39)),
+            usage: (64, 40, Some(39), None, None),
         },
     },
     Case {
@@ -385,7 +388,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Stop,
             calls: &[],
-            usage: (11, 6, None),
+            usage: (11, 6, None, None, None),
         },
     },
     Case {
@@ -397,7 +400,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Length,
             calls: &[],
-            usage: (450, 124, Some(0)),
+            usage: (450, 124, Some(0), None, None),
         },
     },
     Case {
@@ -410,7 +413,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather", "{\"location\": \"Paris\"}"),
             ],
-            usage: (377, 65, Some(0)),
+            usage: (377, 65, Some(0), None, None),
         },
     },
     Case {
@@ -421,7 +424,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Stop,
             calls: &[],
-            usage: (43, 282, Some(0)),
+            usage: (43, 282, Some(0), None, None),
         },
     },
     Case {
@@ -435,7 +438,7 @@ pub(crate) const CASES: &[Case] = &[
                 ("toolu_01LtHJmixrs9NcWQkK8hu8hj", "pelican_name_generator", "{}"),
                 ("toolu_01N8a4jWyf116qKTMqKKmjyt", "pelican_name_generator", "{}"),
             ],
-            usage: (542, 62, Some(0)),
+            usage: (542, 62, Some(0), None, None),
         },
     },
     Case {
@@ -446,7 +449,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Stop,
             calls: &[],
-            usage: (678, 82, Some(0)),
+            usage: (678, 82, Some(0), None, None),
         },
     },
     Case {
@@ -459,7 +462,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("toolu_01KFbKqPYSuAKujiL6mTfzYA", "json", "{\"elements\": [{\"location\": \"San Francisco\", \"temperature\": 58, \"condition\": \"sunny\"}]}"),
             ],
-            usage: (849, 47, Some(0)),
+            usage: (849, 47, Some(0), None, None),
         },
     },
     Case {
@@ -472,7 +475,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("toolu_01QE1WLsSVp5hy5Q3GmGTmjP", "updateIssueList", "{}"),
             ],
-            usage: (565, 48, Some(0)),
+            usage: (565, 48, Some(0), None, None),
         },
     },
     Case {
@@ -484,7 +487,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Stop,
             calls: &[],
-            usage: (37, 20, Some(36)),
+            usage: (37, 20, Some(36), None, None),
         },
     },
     Case {
@@ -498,7 +501,7 @@ pub(crate) const CASES: &[Case] = &[
                 ("095jrCdLz4yyRmMUgbbMng3Lm3VBwLB2", "get_weather", "{\"city\": \"Paris\"}"),
                 ("ubdDgmfTnVEC4AJANMidS9IGpnSiC3BF", "get_time", "{\"city\": \"Taipei\"}"),
             ],
-            usage: (286, 51, Some(266)),
+            usage: (286, 51, Some(266), None, None),
         },
     },
     Case {
@@ -511,7 +514,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("call_0", "get_capital", "{\"country\":\"France\"}"),
             ],
-            usage: (52, 5, None),
+            usage: (52, 5, None, None, None),
         },
     },
     Case {
@@ -524,7 +527,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("call_0", "get_temperature", "{\"city\":\"Paris\"}"),
             ],
-            usage: (64, 5, None),
+            usage: (64, 5, None, None, None),
         },
     },
     Case {
@@ -535,7 +538,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Stop,
             calls: &[],
-            usage: (79, 12, None),
+            usage: (79, 12, None, None, None),
         },
     },
     Case {
@@ -546,7 +549,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Stop,
             calls: &[],
-            usage: (13, 8, None),
+            usage: (13, 8, None, None, None),
         },
     },
     Case {
@@ -559,7 +562,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("call_0", "get_country", "{}"),
             ],
-            usage: (29, 212, None),
+            usage: (29, 212, None, None, Some(202)),
         },
     },
     Case {
@@ -570,7 +573,7 @@ pub(crate) const CASES: &[Case] = &[
         end: End::Finished {
             reason: FinishReason::Stop,
             calls: &[],
-            usage: (257, 8, None),
+            usage: (257, 8, None, None, None),
         },
     },
     Case {
@@ -587,7 +590,7 @@ pub(crate) const CASES: &[Case] = &[
                 ("call_2", "read_screen", "{\"id\":\"B\"}"),
                 ("call_3", "read_screen", "{\"id\":\"C\"}"),
             ],
-            usage: (249, 241, None),
+            usage: (249, 241, None, None, Some(183)),
         },
     },
     Case {
@@ -601,7 +604,7 @@ pub(crate) const CASES: &[Case] = &[
                 ("call_0", "getWeather", "{\"location\":\"Boston\"}"),
                 ("call_1", "getWeather", "{\"location\":\"San Francisco\"}"),
             ],
-            usage: (26, 155, None),
+            usage: (26, 155, None, None, Some(132)),
         },
     },
     Case {
@@ -614,7 +617,7 @@ pub(crate) const CASES: &[Case] = &[
             calls: &[
                 ("call_0", "weather", "{\"location\":\"San Francisco\"}"),
             ],
-            usage: (29, 819, None),
+            usage: (29, 819, None, None, Some(804)),
         },
     },
 ];

@@ -48,7 +48,8 @@ fn events(chunks: Vec<Bytes>) -> Vec<Result<ProviderEvent, ProviderError>> {
 type Calls = &'static [(&'static str, &'static str, &'static str)];
 
 /// (input, output, cached input) tokens.
-type TokenCounts = (u64, u64, Option<u64>);
+/// Input, output, cached input, reasoning.
+type TokenCounts = (u64, u64, Option<u64>, Option<u64>);
 
 /// What the fake upstream saw: path, authorization header, body.
 type Seen = Arc<Mutex<Vec<(String, Option<String>, Value)>>>;
@@ -73,14 +74,14 @@ const CASES: &[Case] = &[
                 "get_capital",
                 "{\"country\":\"France\"}",
             )],
-            (255, 16, Some(0)),
+            (255, 16, Some(0), Some(0)),
         )),
     },
     Case {
         file: "openai-responses/pydantic-ai__responses_stream.1.sse",
         text: ("The capital of France is Paris.", "", 31),
         reasoning: ("", 0),
-        end: Ok((&[], (278, 9, Some(0)))),
+        end: Ok((&[], (278, 9, Some(0), Some(0)))),
     },
     Case {
         file: "openai-responses/pydantic-ai__responses_streaming_usage.0.sse",
@@ -92,7 +93,7 @@ const CASES: &[Case] = &[
                 "final_result",
                 "{\"result\":6666}",
             )],
-            (53, 469, Some(0)),
+            (53, 469, Some(0), Some(448)),
         )),
     },
     Case {
@@ -105,14 +106,14 @@ const CASES: &[Case] = &[
                 "multiply",
                 "{\"a\":1231,\"b\":2331}",
             )],
-            (58, 23, Some(0)),
+            (58, 23, Some(0), Some(0)),
         )),
     },
     Case {
         file: "openai-responses/simonw-llm__responses_tool_use_streaming.1.sse",
         text: ("1231 \u{d7} 2331 = **2,869,461**", "", 27),
         reasoning: ("", 0),
-        end: Ok((&[], (94, 18, Some(0)))),
+        end: Ok((&[], (94, 18, Some(0), Some(0)))),
     },
     Case {
         file: "openai-responses/vercel-ai__openai-error.1.chunks.txt",
@@ -133,14 +134,14 @@ const CASES: &[Case] = &[
                 "calculator",
                 "{\"a\":12,\"b\":7,\"op\":\"add\"}",
             )],
-            (134, 28, Some(0)),
+            (134, 28, Some(0), Some(0)),
         )),
     },
     Case {
         file: "local-llamacpp/responses_text.sse",
         text: ("Je suis le Joueur, je suis le Joueur de la France.", "", 50),
         reasoning: ("", 0),
-        end: Ok((&[], (37, 20, Some(30)))),
+        end: Ok((&[], (37, 20, Some(30), None))),
     },
     Case {
         file: "local-llamacpp/responses_tools.sse",
@@ -159,7 +160,7 @@ const CASES: &[Case] = &[
                     "{\"city\": \"Taipei\"}",
                 ),
             ],
-            (286, 51, Some(285)),
+            (286, 51, Some(285), None),
         )),
     },
     Case {
@@ -170,7 +171,7 @@ const CASES: &[Case] = &[
             1384,
         ),
         reasoning: ("", 0),
-        end: Ok((&[], (31, 282, Some(30)))),
+        end: Ok((&[], (31, 282, Some(30), Some(0)))),
     },
     Case {
         file: "local-lmstudio/vercel-ai__lmstudio-tool-call.1.chunks.txt",
@@ -186,7 +187,7 @@ const CASES: &[Case] = &[
                 "weather",
                 "{\"location\":\"San Francisco\"}",
             )],
-            (182, 61, Some(2)),
+            (182, 61, Some(2), Some(48)),
         )),
     },
 ];
@@ -231,7 +232,9 @@ fn check(case: &Case, got: &Outcome) {
                 Usage {
                     input_tokens: usage.0,
                     output_tokens: usage.1,
-                    cached_input_tokens: usage.2
+                    cached_input_tokens: usage.2,
+                    reasoning_tokens: usage.3,
+                    ..Default::default()
                 },
                 "{f}: usage"
             );

@@ -212,6 +212,8 @@ impl EventNormaliser for Normaliser {
             // Thinking tokens are billed as output but counted apart.
             output_tokens: self.candidates.unwrap_or(0) + self.thoughts.unwrap_or(0),
             cached_input_tokens: self.cached,
+            cache_write_tokens: None,
+            reasoning_tokens: self.thoughts,
         };
         Ok(finish_turn(reason, std::mem::take(&mut self.calls), usage))
     }
