@@ -5,7 +5,7 @@
 //! the same hyper settings), sends the leg's model, messages and tools upstream as an OpenAI
 //! request, and streams a `start` line and then each upstream chunk as one NDJSON line. No
 //! accounts, quota, notes, routing, metrics or logs. Two upstream clients: reqwest on Relay's
-//! provider lanes (`relay_server::providers::lanes`, so over HTTPS legs share HTTP/2 connections
+//! provider lanes (`relay_server::providers::transport::lanes`, so over HTTPS legs share HTTP/2 connections
 //! as Relay's do) and hyper's own HTTP/1 client connection, one per leg with no pool (the least
 //! hyper allows; plain HTTP only).
 //! It runs as its own process (`relay-bench-floor`, jemalloc like `relay`) so its RSS is its own.
@@ -22,9 +22,8 @@ use axum::routing::post;
 use clap::ValueEnum;
 use futures::{Stream, StreamExt};
 use hyper_util::rt::TokioIo;
-use relay_server::providers::lanes::{
-    ClientSettings, DEFAULT_STREAMS_PER_CONNECTION, Lanes, Lease,
-};
+use relay_server::config::DEFAULT_STREAMS_PER_CONNECTION;
+use relay_server::providers::transport::lanes::{ClientSettings, Lanes, Lease};
 use serde_json::{Value, json};
 
 /// The first line the floor prints: this, then its address.
@@ -37,7 +36,7 @@ pub enum Client {
     Reqwest,
     /// hyper's HTTP/1 client connection, one per leg, no pool.
     Hyper,
-    /// Relay's own HTTP/1.1 connections (`providers::plain`), as Relay reaches `http://` providers.
+    /// Relay's own HTTP/1.1 connections (`providers::transport::plain`), as Relay reaches `http://` providers.
     Plain,
 }
 

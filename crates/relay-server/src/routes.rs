@@ -49,7 +49,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(memory::delete_note, memory::patch_note))
         // Suggestions and web search (spec §4.1, §4.3)
         .routes(routes!(suggest::suggest))
-        .routes(routes!(search::search))
+        .routes(routes!(search::handler::search))
         // Operations (spec §4.3)
         .routes(routes!(health::get_healthz))
         .routes(routes!(health::get_readyz))

@@ -12,7 +12,7 @@ use crate::config::{Config, Env};
 use crate::limits::Limits;
 use crate::metrics::registry::Metrics;
 use crate::providers::registry::Models;
-use crate::search::backend::{SearchBackend, from_config as search_from_config};
+use crate::search::{SearchBackend, from_config as search_from_config};
 use crate::shared_limits::SharedStore;
 use crate::store::{AuthStore, Backend, MemoryStore, Stores};
 

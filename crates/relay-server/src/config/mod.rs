@@ -24,7 +24,9 @@ pub use accounts::{AuthConfig, SignupMode};
 pub use limits::LimitsConfig;
 pub use memory::{DEFAULT_STORE_URL, MemoryConfig};
 pub use observability::TelemetryConfig;
-pub use providers::{ModelConfig, ProviderConfig, ProviderKind, RoutingConfig};
+pub use providers::{
+    DEFAULT_STREAMS_PER_CONNECTION, ModelConfig, ProviderConfig, ProviderKind, RoutingConfig,
+};
 pub use redact::redact_url;
 pub use search::{SearchConfig, SearchKind};
 pub use server::CorsConfig;

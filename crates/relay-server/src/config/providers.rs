@@ -40,8 +40,11 @@ impl ProviderConfig {
     }
 }
 
+/// Legs on one connection by default: the least a server should allow (RFC 9113 §6.5.2).
+pub const DEFAULT_STREAMS_PER_CONNECTION: usize = 100;
+
 fn default_streams_per_connection() -> usize {
-    crate::providers::lanes::DEFAULT_STREAMS_PER_CONNECTION
+    DEFAULT_STREAMS_PER_CONNECTION
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

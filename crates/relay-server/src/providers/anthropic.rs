@@ -12,9 +12,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::endpoint::{Endpoint, KeyHeader};
-use super::lanes::Lanes;
-use super::sse::{self, EventNormaliser, parse_json};
+use super::sse::{EventNormaliser, parse_json};
+use super::transport::endpoint::{self, Endpoint, KeyHeader};
+use super::transport::lanes::Lanes;
 use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
     ProviderEvent, ToolChoice, Usage, error_from_json, finish_turn,
@@ -58,7 +58,7 @@ impl Provider for AnthropicProvider {
             .endpoint
             .post_sse(url, &body(&request), &[("anthropic-version", API_VERSION)])
             .await?;
-        Ok(sse::stream_response(response, Normaliser::new()))
+        Ok(endpoint::stream_response(response, Normaliser::new()))
     }
 }
 

@@ -7,14 +7,12 @@
 
 pub mod anthropic;
 pub mod demo;
-pub mod endpoint;
 pub mod gemini;
-pub mod lanes;
 pub mod openai;
 pub mod openai_responses;
-pub mod plain;
 pub mod registry;
 pub mod sse;
+pub mod transport;
 
 use std::fmt;
 use std::pin::Pin;

@@ -14,9 +14,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::endpoint::{Endpoint, KeyHeader};
-use super::lanes::Lanes;
-use super::sse::{self, EventNormaliser, parse_json};
+use super::sse::{EventNormaliser, parse_json};
+use super::transport::endpoint::{self, Endpoint, KeyHeader};
+use super::transport::lanes::Lanes;
 use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
     ProviderEvent, ToolChoice, Usage, error_from_json, finish_turn,
@@ -108,7 +108,7 @@ impl Provider for OpenAiProvider {
             .endpoint
             .post_sse(url, &self.body(&request), &[])
             .await?;
-        Ok(sse::stream_response(response, Normaliser::new()))
+        Ok(endpoint::stream_response(response, Normaliser::new()))
     }
 }
 

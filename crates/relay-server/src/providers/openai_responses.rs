@@ -11,9 +11,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-use super::endpoint::{Endpoint, KeyHeader};
-use super::lanes::Lanes;
-use super::sse::{self, EventNormaliser, parse_json};
+use super::sse::{EventNormaliser, parse_json};
+use super::transport::endpoint::{self, Endpoint, KeyHeader};
+use super::transport::lanes::Lanes;
 use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
     ProviderEvent, ToolChoice, Usage, error_from_json, finish_turn,
@@ -52,7 +52,7 @@ impl Provider for OpenAiResponsesProvider {
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         let url = self.endpoint.url("/responses")?;
         let response = self.endpoint.post_sse(url, &body(&request), &[]).await?;
-        Ok(sse::stream_response(response, Normaliser::default()))
+        Ok(endpoint::stream_response(response, Normaliser::default()))
     }
 }
 

@@ -10,8 +10,8 @@ use crate::config::{Config, Env, ModelConfig, ProviderConfig, ProviderKind};
 use crate::providers::anthropic::AnthropicProvider;
 use crate::providers::demo::DemoProvider;
 use crate::providers::gemini::GeminiProvider;
-use crate::providers::lanes::{ClientSettings, Lanes};
 use crate::providers::openai::OpenAiProvider;
+use crate::providers::transport::lanes::{ClientSettings, Lanes};
 use crate::providers::{self, Provider};
 
 /// One model a leg can be routed to.

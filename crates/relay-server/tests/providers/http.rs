@@ -11,8 +11,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use relay_server::providers::anthropic::AnthropicProvider;
 use relay_server::providers::gemini::GeminiProvider;
-use relay_server::providers::lanes::{ClientSettings, Lanes};
 use relay_server::providers::openai::OpenAiProvider;
+use relay_server::providers::transport::lanes::{ClientSettings, Lanes};
 use relay_server::providers::{
     ChatMessage, ChatRequest, Provider, ProviderError, ProviderEvent, ToolChoice, ToolSpec,
 };

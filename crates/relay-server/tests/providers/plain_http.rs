@@ -1,4 +1,4 @@
-//! A plain-`http://` provider's connections (`providers::plain`), against a raw TCP upstream that
+//! A plain-`http://` provider's connections (`providers::transport::plain`), against a raw TCP upstream that
 //! writes exactly the bytes each case needs: reuse, a provider closing idle connections, answers
 //! cut into single bytes, close-delimited and broken bodies, heads that are not HTTP.
 
@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use relay_server::providers::lanes::{ClientSettings, Lanes};
 use relay_server::providers::openai::OpenAiProvider;
+use relay_server::providers::transport::lanes::{ClientSettings, Lanes};
 use relay_server::providers::{ChatMessage, ChatRequest, Provider, ProviderError, ProviderEvent};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

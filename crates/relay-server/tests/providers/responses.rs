@@ -414,8 +414,8 @@ async fn the_adapter_posts_to_responses_with_the_key_and_reads_the_stream() {
         format!("http://{addr}/v1"),
         Some("sk-test".into()),
         std::sync::Arc::new(
-            relay_server::providers::lanes::Lanes::new(
-                relay_server::providers::lanes::ClientSettings::system().unwrap(),
+            relay_server::providers::transport::lanes::Lanes::new(
+                relay_server::providers::transport::lanes::ClientSettings::system().unwrap(),
                 100,
             )
             .unwrap(),

@@ -16,9 +16,8 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::endpoint::{Endpoint, KeyHeader};
-use super::lanes::Lanes;
-use super::sse;
+use super::transport::endpoint::{self, Endpoint, KeyHeader};
+use super::transport::lanes::Lanes;
 use super::{ChatMessage, ChatRequest, EventStream, Provider, ProviderError, ToolChoice};
 
 pub use stream::Normaliser;
@@ -79,7 +78,7 @@ impl Provider for GeminiProvider {
             .endpoint
             .post_sse(self.url(&request.model)?, &body(&request), &[])
             .await?;
-        Ok(sse::stream_response(response, Normaliser::new()))
+        Ok(endpoint::stream_response(response, Normaliser::new()))
     }
 }
 

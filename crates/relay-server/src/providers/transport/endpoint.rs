@@ -1,7 +1,7 @@
 //! What the three HTTP adapters share: where the provider is, its key (never shown in `Debug`
 //! output), the HTTP clients, and sending one streaming request with the key in its header:
 //! through reqwest's lanes to an `https://` provider, on Relay's own HTTP/1.1 connections
-//! (`providers::plain`) to a plain-`http://` one.
+//! (`providers::transport::plain`) to a plain-`http://` one.
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,9 +12,10 @@ use futures::stream::BoxStream;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 
-use super::ProviderError;
 use super::lanes::Lanes;
-use super::sse;
+use super::refusal;
+use crate::providers::sse::{self, EventNormaliser};
+use crate::providers::{EventStream, ProviderError};
 
 /// The header a provider reads its key from.
 #[derive(Debug, Clone, Copy)]
@@ -90,7 +91,7 @@ impl Endpoint {
         if url.scheme() == "http" {
             let answer = self.lanes.plain().post(&url, headers, body).await?;
             if !answer.status.is_success() {
-                return Err(sse::refusal(answer.status, &answer.headers, answer.body).await);
+                return Err(refusal::refusal(answer.status, &answer.headers, answer.body).await);
             }
             return Ok(Upstream { body: answer.body });
         }
@@ -98,10 +99,10 @@ impl Endpoint {
             .lanes
             .lease()
             .map_err(|_| ProviderError::Connect("the HTTP client could not be built".into()))?;
-        let response = sse::send(http.post(url).headers(headers).body(body)).await?;
+        let response = refusal::send(http.post(url).headers(headers).body(body)).await?;
         let body = response.bytes_stream().map(move |chunk| {
             let _ = &lease;
-            chunk.map_err(|_| ProviderError::Connect(sse::BROKE.into()))
+            chunk.map_err(|_| ProviderError::Connect(refusal::BROKE.into()))
         });
         Ok(Upstream {
             body: Box::pin(body),
@@ -147,4 +148,12 @@ impl Endpoint {
 fn header_name(name: &str) -> Result<HeaderName, ProviderError> {
     HeaderName::from_bytes(name.as_bytes())
         .map_err(|_| ProviderError::Connect("the request could not be sent".into()))
+}
+
+/// Streams a successful answer's body through `normaliser`.
+pub(crate) fn stream_response<N: EventNormaliser>(
+    upstream: Upstream,
+    normaliser: N,
+) -> EventStream {
+    sse::drive(upstream.body, normaliser)
 }

@@ -10,16 +10,13 @@
 //! connection, and a leg takes the first lane with room; a new lane opens when all are full.
 //! 100 streams a connection is the least RFC 9113 asks servers to allow. Plain `http://`
 //! providers (llama.cpp, Ollama, vLLM) speak HTTP/1.1, one connection per open leg, on the
-//! provider's own pool of connections instead (`providers::plain`).
+//! provider's own pool of connections instead (`providers::transport::plain`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::plain::Pool;
-
-/// Legs on one connection by default: the least a server should allow (RFC 9113 §6.5.2).
-pub const DEFAULT_STREAMS_PER_CONNECTION: usize = 100;
 
 /// How each lane's client is built: one TLS configuration, built once and shared by every lane
 /// (and by every provider trusting the system's roots). Each lane's client takes a copy of it

@@ -27,8 +27,8 @@ use ureq_proto::client::state::{RecvBody, RecvResponse};
 use ureq_proto::client::{Call, RecvBodyResult, RecvResponseResult, SendRequestResult};
 use ureq_proto::http::{self, HeaderMap, StatusCode};
 
-use super::ProviderError;
-use super::sse::BROKE;
+use super::refusal::BROKE;
+use crate::providers::ProviderError;
 
 /// How long a new connection may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
