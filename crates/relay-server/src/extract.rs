@@ -138,6 +138,27 @@ impl Caller {
     }
 }
 
+/// The caller, or why there is none, for a handler that answers the error itself.
+///
+/// The memory endpoints answer 503 in their own emptied shape (`{"ok": false, …}`, `{"notes": []}`:
+/// spec §4.4 rule 4), and looking up a token's session can fail with the store (503) as much as the
+/// note can; `Caller`'s own rejection is a plain `ApiError`, which has no such shape. Taking the
+/// lookup's result lets the handler turn it into its `Shaped` answer with `?`. It also keeps the
+/// order of answers: the lookup's error is answered only after the body and query extractors ran,
+/// so a malformed request is a 400 whatever its token.
+pub struct MaybeCaller(pub Result<Caller, ApiError>);
+
+impl FromRequestParts<AppState> for MaybeCaller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Self(Caller::from_request_parts(parts, state).await))
+    }
+}
+
 /// The client's IP address: the TCP peer, or behind a trusted proxy the forwarded address
 /// (`guard::client_ip`); `None` only without connect info (never under `serve`).
 pub struct ClientAddr(pub Option<std::net::IpAddr>);

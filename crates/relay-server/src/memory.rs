@@ -13,7 +13,7 @@ use relay_wire::{ErrorBody, OkResponse};
 
 use crate::domain::{Author, MemType, NoteId, NoteText, ProjectId};
 use crate::error::{ApiError, ApiResult, Shaped};
-use crate::extract::{Caller, Json, Query};
+use crate::extract::{Caller, Json, MaybeCaller, Query};
 use crate::state::AppState;
 use crate::store::NewNote;
 
@@ -41,7 +41,7 @@ fn required_project(project_id: Option<&str>, project: Option<&str>) -> ApiResul
     ))]
 pub async fn remember(
     State(state): State<AppState>,
-    caller: Result<Caller, ApiError>,
+    MaybeCaller(caller): MaybeCaller,
     Json(body): Json<RememberRequest>,
 ) -> Answer<OkResponse, OkEmptied> {
     let caller = caller?;
@@ -97,7 +97,7 @@ async fn recall(
     ))]
 pub async fn get_recall(
     State(state): State<AppState>,
-    caller: Result<Caller, ApiError>,
+    MaybeCaller(caller): MaybeCaller,
     Query(selector): Query<ProjectSelector>,
 ) -> Answer<RecallResponse, RecallEmptied> {
     recall(&state, caller, &selector).await.map(axum::Json)
@@ -114,7 +114,7 @@ pub async fn get_recall(
     ))]
 pub async fn post_recall(
     State(state): State<AppState>,
-    caller: Result<Caller, ApiError>,
+    MaybeCaller(caller): MaybeCaller,
     Json(selector): Json<ProjectSelector>,
 ) -> Answer<RecallResponse, RecallEmptied> {
     recall(&state, caller, &selector).await.map(axum::Json)
@@ -131,7 +131,7 @@ pub async fn post_recall(
     ))]
 pub async fn list_notes(
     State(state): State<AppState>,
-    caller: Result<Caller, ApiError>,
+    MaybeCaller(caller): MaybeCaller,
     Query(query): Query<ListQuery>,
 ) -> Answer<ListResponse, ListEmptied> {
     let caller = caller?;
@@ -171,7 +171,7 @@ pub async fn list_notes(
     ))]
 pub async fn delete_notes(
     State(state): State<AppState>,
-    caller: Result<Caller, ApiError>,
+    MaybeCaller(caller): MaybeCaller,
     Json(body): Json<DeleteRequest>,
 ) -> Answer<DeleteResponse, DeleteEmptied> {
     let caller = caller?;
@@ -213,7 +213,7 @@ pub async fn delete_notes(
     ))]
 pub async fn delete_all_notes(
     State(state): State<AppState>,
-    caller: Result<Caller, ApiError>,
+    MaybeCaller(caller): MaybeCaller,
     Query(selector): Query<ProjectSelector>,
 ) -> Answer<DeleteResponse, DeleteEmptied> {
     let caller = caller?;
@@ -241,7 +241,7 @@ pub async fn delete_all_notes(
     ))]
 pub async fn delete_note(
     State(state): State<AppState>,
-    caller: Result<Caller, ApiError>,
+    MaybeCaller(caller): MaybeCaller,
     Path(id): Path<String>,
 ) -> Answer<DeleteResponse, DeleteEmptied> {
     let caller = caller?;
@@ -268,7 +268,7 @@ pub async fn delete_note(
     ))]
 pub async fn patch_note(
     State(state): State<AppState>,
-    caller: Result<Caller, ApiError>,
+    MaybeCaller(caller): MaybeCaller,
     Path(id): Path<String>,
     Json(body): Json<PatchRequest>,
 ) -> Answer<PatchResponse, OkEmptied> {

@@ -79,6 +79,6 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = api().into_openapi();
     docs::add_unauthorized_responses(&mut doc);
     docs::add_guard_responses(&mut doc);
-    crate::examples::add_examples(&mut doc);
+    crate::openapi_examples::add_examples(&mut doc);
     doc
 }

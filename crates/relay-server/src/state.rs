@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::accounts::password::Passwords;
-use crate::accounts::throttle::SigninThrottle;
 use crate::config::{Config, Env};
 use crate::limits::Limits;
+use crate::limits::redis::SharedStore;
+use crate::limits::signin::SigninThrottle;
 use crate::metrics::registry::Metrics;
 use crate::providers::registry::Models;
 use crate::search::{SearchBackend, from_config as search_from_config};
-use crate::shared_limits::SharedStore;
 use crate::store::{AuthStore, Backend, MemoryStore, Stores};
 
 /// Shared by every handler; cheap to clone.

@@ -2,7 +2,6 @@
 
 pub mod password;
 mod session;
-pub mod throttle;
 pub mod token;
 
 use axum::extract::State;
@@ -12,7 +11,6 @@ use relay_wire::{ErrorBody, ErrorCode, OkResponse};
 
 pub use password::Passwords;
 pub use session::start_session;
-pub use throttle::SigninThrottle;
 pub use token::{bearer_token, new_token, token_hash};
 
 use crate::config::SignupMode;

@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::shared_limits::{SharedStore, wait_secs};
+use super::redis::{SharedStore, wait_secs};
 
 /// Keys kept before forgotten failures are swept out.
 const SWEEP_ABOVE: usize = 100_000;

@@ -1,6 +1,10 @@
 //! Per-caller rate limits for agent legs and suggestions (CONTRACT.md, Quota), keyed by user id,
 //! and for signups, keyed by client address. With `[limits] url` they are counted in Redis across
-//! instances; these counters decide while Redis does not answer.
+//! instances (`redis`); these counters decide while Redis does not answer. The signin throttle
+//! (`signin`) counts failed signins the same two ways. `[limits]` itself is `config::LimitsConfig`.
+
+pub mod redis;
+pub mod signin;
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -9,9 +13,9 @@ use std::time::Duration;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
+use self::redis::{SharedStore, wait_secs};
 use crate::config::LimitsConfig;
 use crate::error::ApiError;
-use crate::shared_limits::{SharedStore, wait_secs};
 
 /// One keyed limiter: `per_minute` sustained, bursts of `burst`.
 pub struct CallerLimit {
