@@ -3,7 +3,7 @@
 //! Each backend ranks with its own full-text engine (SQLite FTS5 bm25, PostgreSQL ts_rank); both
 //! take the same terms and apply the same floor and budget, so they inject alike.
 
-use super::{InjectBudget, Note};
+use super::{InjectBudget, Note, StoreResult};
 
 /// At most this many terms of a question are searched for.
 const MAX_TERMS: usize = 32;
@@ -64,11 +64,35 @@ pub fn fit_probe(budget: InjectBudget) -> i64 {
     i64::try_from(budget.max_notes).unwrap_or(i64::MAX - 1) + 1
 }
 
+/// The injection rule of both backends, written once: a project whose `notes` (of `chars`
+/// characters in all) fit the budget is injected whole, oldest first, without a search; a bigger
+/// one gets the notes ranked most relevant to the question (`select`). The SQL paths apply it
+/// through `whole_or_ranked`, SQLite's in-memory index through `ProjectIndex::whole`.
+pub fn fits(notes: usize, chars: usize, budget: InjectBudget) -> bool {
+    notes <= budget.max_notes && chars <= budget.max_chars
+}
+
 /// `first` is the project's oldest notes, at most `fit_probe(budget)` of them: all of them when
 /// they are the whole project and fit the budget, so it is injected whole without a search.
 pub fn whole_project(first: Vec<Note>, budget: InjectBudget) -> Option<Vec<Note>> {
     let chars: usize = first.iter().map(|n| n.note.chars().count()).sum();
-    (first.len() <= budget.max_notes && chars <= budget.max_chars).then_some(first)
+    fits(first.len(), chars, budget).then_some(first)
+}
+
+/// `fits` for a search in the database: `first` is the project's oldest `fit_probe(budget)`
+/// notes; the whole project when they are all of it and fit, else what `ranked` finds.
+pub async fn whole_or_ranked<F>(
+    first: Vec<Note>,
+    budget: InjectBudget,
+    ranked: impl FnOnce() -> F,
+) -> StoreResult<Vec<Note>>
+where
+    F: std::future::Future<Output = StoreResult<Vec<Note>>>,
+{
+    match whole_project(first, budget) {
+        Some(all) => Ok(all),
+        None => ranked().await,
+    }
 }
 
 /// Takes `ranked` (best first, each with a score where higher is better) while the budget lasts,

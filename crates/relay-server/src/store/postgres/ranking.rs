@@ -26,10 +26,10 @@ impl PgStore {
         .bind(relevance::fit_probe(budget))
         .fetch_all(&self.pool)
         .await?;
-        match relevance::whole_project(rows::notes(first), budget) {
-            Some(all) => Ok(all),
-            None => self.rank_notes(user_id, project_id, terms, budget).await,
-        }
+        relevance::whole_or_ranked(rows::notes(first), budget, || {
+            self.rank_notes(user_id, project_id, terms, budget)
+        })
+        .await
     }
 
     /// The project's notes most relevant to the question's `terms` by ts_rank, within `budget`;

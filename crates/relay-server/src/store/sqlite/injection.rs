@@ -13,12 +13,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use sqlx::Row;
 use sqlx::sqlite::SqlitePool;
 
-use super::SqliteStore;
-use super::note_index::{
-    IndexedRow, ProjectIndex, TableStats, ascii_tokens, decode_averages, stem_is_identity,
-};
+use super::note_index::{IndexedRow, ProjectIndex, ascii_tokens, stem_is_identity};
+use super::snapshot::{SnapshotReader, snapshot};
 use super::stemmer::Stemmer;
-use crate::store::rows::{self, NoteRow, note_columns};
+use crate::store::rows::{NoteRow, note_columns};
 use crate::store::{InjectBudget, Note, StoreResult, relevance};
 
 /// Notes kept in memory over all indexed projects; least recently used projects go first. A
@@ -88,78 +86,8 @@ pub struct Injection {
     stemmer: Stemmer,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// What one leg reads first, in one statement (one read transaction, so the figures agree).
-const SNAPSHOT: &str = "SELECT (SELECT block FROM notes_fts_data WHERE id = 10) AS structure,
-        (SELECT block FROM notes_fts_data WHERE id = 1) AS averages,
-        c.version, c.rewritten
- FROM (SELECT 1) LEFT JOIN note_counters c ON c.user_id = ?1 AND c.project_id = ?2";
-
-/// The snapshot read inline on a connection of its own, as the session check reads
-/// `auth_version` (`store::auth_cache::sqlite`): through sqlx it was a hand-off to the worker
-/// thread and back on every leg. A WAL read never waits for writers; should it meet a lock, it
-/// answers at once (no busy timeout) and the leg reads through sqlx instead.
-pub struct SnapshotReader {
-    conn: Mutex<rusqlite::Connection>,
-}
-
-impl SnapshotReader {
-    pub fn open(path: &std::path::Path) -> anyhow::Result<Self> {
-        let conn = super::side_connection(
-            path,
-            "injection checks",
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            |conn| conn.busy_timeout(std::time::Duration::ZERO),
-        )?;
-        Ok(Self {
-            conn: Mutex::new(conn),
-        })
-    }
-
-    fn read(&self, user_id: &str, project_id: &str) -> rusqlite::Result<Snapshot> {
-        let conn = lock(&self.conn);
-        conn.prepare_cached(SNAPSHOT)?
-            .query_row([user_id, project_id], |row| {
-                let averages: Option<Vec<u8>> = row.get(1)?;
-                let version: Option<i64> = row.get(2)?;
-                let rewritten: Option<i64> = row.get(3)?;
-                Ok(Snapshot {
-                    structure: row.get::<_, Option<Vec<u8>>>(0)?.unwrap_or_default(),
-                    stats: averages.as_deref().and_then(decode_averages),
-                    version: version.zip(rewritten),
-                })
-            })
-    }
-}
-
-/// What one leg reads first.
-struct Snapshot {
-    structure: Vec<u8>,
-    stats: Option<TableStats>,
-    /// The project's write version and the version of its last edit or delete; `None` without
-    /// a counter row.
-    version: Option<(i64, i64)>,
-}
-
-async fn snapshot(pool: &SqlitePool, user_id: &str, project_id: &str) -> StoreResult<Snapshot> {
-    let row = sqlx::query(SNAPSHOT)
-        .bind(user_id)
-        .bind(project_id)
-        .fetch_one(pool)
-        .await?;
-    let version: Option<i64> = row.try_get("version")?;
-    let rewritten: Option<i64> = row.try_get("rewritten")?;
-    let averages: Option<Vec<u8>> = row.try_get("averages")?;
-    Ok(Snapshot {
-        structure: row
-            .try_get::<Option<Vec<u8>>, _>("structure")?
-            .unwrap_or_default(),
-        stats: averages.as_deref().and_then(decode_averages),
-        version: version.zip(rewritten),
-    })
 }
 
 impl Injection {
@@ -320,10 +248,11 @@ impl Injection {
             .as_ref()
             .filter(|ix| ix.rewritten == rewritten && ix.version <= version)
             .map(|ix| ix.last_pk());
-        let rows: Vec<IndexRow> = sqlx::query_as(
-            "SELECT pk, seq, id, project_id, note, author, mem_type, created_at
-             FROM notes WHERE user_id = ? AND project_id = ? AND pk > ?",
-        )
+        let rows: Vec<IndexRow> = sqlx::query_as(concat!(
+            "SELECT pk, seq, ",
+            note_columns!(),
+            " FROM notes WHERE user_id = ? AND project_id = ? AND pk > ?"
+        ))
         .bind(user_id)
         .bind(project_id)
         .bind(after.unwrap_or(i64::MIN))
@@ -445,61 +374,13 @@ impl Injection {
     }
 }
 
-impl SqliteStore {
-    /// `notes_for_injection`: from memory when the project's index is current, else by SQL.
-    pub(super) async fn inject(
-        &self,
-        user_id: &str,
-        project_id: &str,
-        query: &str,
-        budget: InjectBudget,
-    ) -> StoreResult<Vec<Note>> {
-        match self
-            .injection
-            .notes(&self.pool, user_id, project_id, query, budget)
-            .await
-        {
-            Ok(Some(notes)) => return Ok(notes),
-            Ok(None) => {}
-            // The SQL path answers on its own; it reports the store's failure if there is one.
-            Err(e) => tracing::debug!(error = %e, "note index unavailable for this leg"),
-        }
-        self.notes_for_injection_by_sql(user_id, project_id, query, budget)
-            .await
-    }
-
-    /// Injection by SQL alone (the oldest notes to see whether the project fits whole, else
-    /// FTS5's bm25), as every leg did before the index: public so benchmarks can time both.
-    pub async fn notes_for_injection_by_sql(
-        &self,
-        user_id: &str,
-        project_id: &str,
-        query: &str,
-        budget: InjectBudget,
-    ) -> StoreResult<Vec<Note>> {
-        let first: Vec<NoteRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            note_columns!(),
-            " FROM notes WHERE user_id = ? AND project_id = ? ORDER BY created_at, seq LIMIT ?"
-        ))
-        .bind(user_id)
-        .bind(project_id)
-        .bind(relevance::fit_probe(budget))
-        .fetch_all(&self.pool)
-        .await?;
-        match relevance::whole_project(rows::notes(first), budget) {
-            Some(all) => Ok(all),
-            None => self.rank_notes(user_id, project_id, query, budget).await,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
     use crate::domain::{Author, MemType, NoteText, ProjectId};
+    use crate::store::sqlite::SqliteStore;
     use crate::store::{MemoryStore, NewNote, StoreOptions};
 
     const AREAS: &[&str] = &["billing", "auth", "search", "payments", "ingest", "exports"];

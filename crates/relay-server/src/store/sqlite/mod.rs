@@ -1,6 +1,22 @@
 //! The SQLite backend: one file, WAL, a busy timeout, migrations embedded and applied at open.
 //!
 //! This file opens the pool; `accounts`, `notes` and `ranking` hold the queries of each area.
+//!
+//! Which connection writes notes (the rule a new write follows). SQLite takes one writer at a
+//! time whatever the driver, so correctness does not depend on the choice; cost does:
+//! - A write that adds notes (remember, the bulk fill) goes through `writer`: rusqlite on a
+//!   connection of its own, concurrent remembers gathered into one transaction (group commit).
+//!   A remember arrives with every agent that saves what it learned, often many at once; through
+//!   sqlx each took six hand-offs to the worker thread while holding the write lock.
+//! - A write that changes or removes notes one request at a time (edit, delete a note, a project
+//!   or a user's notes, forgetting counters) goes through sqlx's pool, as accounts and sessions
+//!   do: rare, one statement or two, and nothing gained by batching.
+//! - Either way a note's `notes_fts` row is written in the same transaction as the note, and
+//!   the project's write version moves by trigger (migration 0003), so the injection index
+//!   (`injection`) sees a write from either connection, or another process, at the next leg.
+//!
+//! Quota writes (admissions, refunds) have their own path, `batch`, for the same reason as
+//! remembers: one per leg.
 
 mod accounts;
 mod batch;
@@ -11,6 +27,7 @@ mod ranking;
 mod bulk;
 mod injection;
 mod note_index;
+mod snapshot;
 mod stemmer;
 mod writer;
 
@@ -76,7 +93,7 @@ impl SqliteStore {
             remembers: writer.remembers(),
             writer,
             pool,
-            injection: injection::Injection::new(Some(injection::SnapshotReader::open(&path)?)),
+            injection: injection::Injection::new(Some(snapshot::SnapshotReader::open(&path)?)),
         })
     }
 

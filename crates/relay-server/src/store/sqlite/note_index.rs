@@ -158,9 +158,9 @@ impl ProjectIndex {
         self.entries.len()
     }
 
-    /// The whole project, oldest first, when it fits the budget (as `relevance::whole_project`).
+    /// The whole project, oldest first, when it fits the budget (the rule of `relevance::fits`).
     pub fn whole(&self, budget: InjectBudget) -> Option<Vec<Note>> {
-        if self.entries.len() > budget.max_notes || self.chars > budget.max_chars {
+        if !relevance::fits(self.entries.len(), self.chars, budget) {
             return None;
         }
         let mut all: Vec<&Entry> = self.entries.iter().collect();

@@ -1,8 +1,9 @@
-//! SQLite's full-text ranking of a project's notes for injection (FTS5 and bm25), and the scope
-//! token that keeps each project's postings apart in the index.
+//! SQLite's search for the notes to inject: from the in-memory index when it is current, else by
+//! SQL (the fit probe, then full-text ranking with FTS5 and bm25), and the scope token that keeps
+//! each project's postings apart in the index.
 
 use super::SqliteStore;
-use crate::store::rows::{self, RankedRow};
+use crate::store::rows::{self, NoteRow, RankedRow, note_columns};
 use crate::store::{InjectBudget, Note, StoreResult, relevance};
 
 impl SqliteStore {
@@ -73,4 +74,53 @@ pub(super) fn scope_token(user_id: &str, project_id: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(format!("{user_id}#{project_id}").as_bytes());
     format!("s{}", hex::encode(&digest[..12]))
+}
+
+impl SqliteStore {
+    /// `notes_for_injection`: from memory when the project's index is current, else by SQL.
+    pub(super) async fn inject(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        query: &str,
+        budget: InjectBudget,
+    ) -> StoreResult<Vec<Note>> {
+        match self
+            .injection
+            .notes(&self.pool, user_id, project_id, query, budget)
+            .await
+        {
+            Ok(Some(notes)) => return Ok(notes),
+            Ok(None) => {}
+            // The SQL path answers on its own; it reports the store's failure if there is one.
+            Err(e) => tracing::debug!(error = %e, "note index unavailable for this leg"),
+        }
+        self.notes_for_injection_by_sql(user_id, project_id, query, budget)
+            .await
+    }
+
+    /// Injection by SQL alone (the oldest notes to see whether the project fits whole, else
+    /// FTS5's bm25), as every leg did before the index: public so benchmarks can time both.
+    pub async fn notes_for_injection_by_sql(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        query: &str,
+        budget: InjectBudget,
+    ) -> StoreResult<Vec<Note>> {
+        let first: Vec<NoteRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            note_columns!(),
+            " FROM notes WHERE user_id = ? AND project_id = ? ORDER BY created_at, seq LIMIT ?"
+        ))
+        .bind(user_id)
+        .bind(project_id)
+        .bind(relevance::fit_probe(budget))
+        .fetch_all(&self.pool)
+        .await?;
+        relevance::whole_or_ranked(rows::notes(first), budget, || {
+            self.rank_notes(user_id, project_id, query, budget)
+        })
+        .await
+    }
 }
