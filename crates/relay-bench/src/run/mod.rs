@@ -4,14 +4,19 @@
 //! own highest rate. The full run and smoke mode are the same code at different scales.
 
 mod postgres;
+mod profile;
 mod steps;
+mod streams;
 
 pub use postgres::{DEFAULT_ADMIN_URL, PostgresFigures};
+pub use profile::{Work, profile};
+pub use streams::streams_only;
+use streams::{floor_streams, https_streams, warm_then_hold};
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use serde_json::{Value, json};
 
 use crate::data::{FAST_MODEL, PROJECT, openai_leg, relay_leg, suggest_body};
@@ -355,8 +360,6 @@ fn relay_in_process(opts: &Options) -> bool {
     opts.relay_bin.is_none()
 }
 
-/// Starts mock and Relay, seeds notes, and runs legs at `rate` for `duration` while `perf record`
-/// samples Relay (when `perf_out` is given): the profile behind BENCHMARKS.md's hot-path findings.
 /// Remember with a new note each time: one body, repeated, would be found already stored and not
 /// written again.
 fn remember_target(base: &str, token: &str) -> Target {
@@ -366,242 +369,4 @@ fn remember_target(base: &str, token: &str) -> Target {
     )
     .bearer(token)
     .varied()
-}
-
-/// What a profiling run sends.
-#[derive(Debug, Clone, Copy)]
-pub enum Work {
-    /// Agent legs at this many a second (open loop).
-    Legs(u32),
-    /// Remembers of new notes, closed loop over the memory stage's connections.
-    Remember,
-}
-
-pub async fn profile(
-    opts: &Options,
-    work: Work,
-    duration: Duration,
-    perf_out: Option<PathBuf>,
-    on_postgres: Option<&str>,
-) -> Result<()> {
-    let db = match on_postgres {
-        Some(admin) => Some(postgres::FreshDb::create(admin).await?),
-        None => None,
-    };
-    let result = profile_on(opts, work, duration, perf_out, db.as_ref()).await;
-    if let Some(db) = db {
-        db.drop_it().await?;
-    }
-    result
-}
-
-async fn profile_on(
-    opts: &Options,
-    work: Work,
-    duration: Duration,
-    perf_out: Option<PathBuf>,
-    db: Option<&postgres::FreshDb>,
-) -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let http = http_client()?;
-    let generator = load_generator(opts, dir.path())?;
-    let mock = start_mock(opts).await?;
-    let config = match db {
-        Some(db) => {
-            relay::write_config_on(dir.path(), &mock.base_url(), None, &db.url, "relay-pg.toml")?
-        }
-        None => relay::write_config(dir.path(), &mock.base_url())?,
-    };
-    let relay = start_relay(opts, &config, dir.path(), &http, 1).await?;
-    let base = relay.base();
-    let token = admin_token(opts, &config, &http, &base).await?;
-    seed_notes(&http, &base, &token, opts.scale.seed_notes).await?;
-    let (target, pace, what) = match work {
-        Work::Legs(rate) => (
-            Target::post_json(
-                format!("{base}/v1/agent/stream"),
-                &relay_leg(FAST_MODEL, PROJECT),
-            )
-            .bearer(&token),
-            Pace::Rate(rate),
-            format!("{rate} legs/s"),
-        ),
-        Work::Remember => (
-            remember_target(&base, &token),
-            Pace::Closed(opts.scale.memory_connections),
-            format!(
-                "remember over {} connections",
-                opts.scale.memory_connections
-            ),
-        ),
-    };
-    generator.run(&target, pace, Duration::from_secs(2)).await?;
-    let perf = match &perf_out {
-        Some(out) => Some(
-            tokio::process::Command::new("perf")
-                .args(["record", "-F", "999", "--call-graph", "dwarf,32768", "-p"])
-                .arg(relay.pid.to_string())
-                .arg("-o")
-                .arg(out)
-                .arg("--")
-                .arg("sleep")
-                .arg(duration.as_secs().to_string())
-                .spawn()
-                .context("cannot run perf")?,
-        ),
-        None => None,
-    };
-    let (result, cpu, db_cpu) = steps::measured_with_db(
-        &generator,
-        &target,
-        pace,
-        duration,
-        relay.pid,
-        db.map(|d| d.name.as_str()),
-    )
-    .await?;
-    if let Some(mut perf) = perf {
-        perf.wait().await?;
-    }
-    println!(
-        "{what} for {duration:?}: p50 {:.3} p90 {:.3} p99 {:.3} ms, {:.0}/s served, {:.2} % ok, {:.3} ms CPU per request{}",
-        result.p50_ms,
-        result.p90_ms,
-        result.p99_ms,
-        result.rps,
-        result.success_ratio() * 100.0,
-        cpu,
-        db_cpu.map_or(String::new(), |c| format!(" (+ {c:.3} in PostgreSQL)"))
-    );
-    relay.stop().await?;
-    mock.stop().await;
-    Ok(())
-}
-
-/// Only the open-stream measurement: mock, Relay, `streams` open legs, then the same legs through
-/// the bare proxy with each upstream client (when `relay-bench-floor` is there).
-pub async fn streams_only(
-    opts: &Options,
-    streams: usize,
-) -> Result<(
-    crate::streams::StreamsResult,
-    Vec<crate::report::FloorStreams>,
-)> {
-    let dir = tempfile::tempdir()?;
-    let http = http_client()?;
-    let mock = start_mock(opts).await?;
-    let config = relay::write_config(dir.path(), &mock.base_url())?;
-    let relay = start_relay(opts, &config, dir.path(), &http, 1).await?;
-    let base = relay.base();
-    let token = admin_token(opts, &config, &http, &base).await?;
-    let result = warm_then_hold(&http, &relay, &token, &mock.base_url(), streams).await?;
-    relay.stop().await?;
-    let mut floor = floor_streams(opts, &mock.base_url(), None, streams).await?;
-    mock.stop().await;
-    if let Some((relay_https, floor_https)) =
-        https_streams(opts, dir.path(), &http, streams).await?
-    {
-        eprintln!(
-            "over HTTPS with HTTP/2: Relay {:.1} KB per stream ({} open)",
-            relay_https.bytes_per_stream / 1000.0,
-            relay_https.opened
-        );
-        floor.extend(floor_https);
-    }
-    Ok((result, floor))
-}
-
-/// 20 ordinary legs first, so pools and allocator arenas exist before the baseline is read, then
-/// `streams` slow legs held open through `relay` to the mock at `upstream`.
-async fn warm_then_hold(
-    http: &reqwest::Client,
-    relay: &relay::Running,
-    token: &str,
-    upstream: &str,
-    streams: usize,
-) -> Result<crate::streams::StreamsResult> {
-    let base = relay.base();
-    for _ in 0..20 {
-        check_leg(http, &base, token).await?;
-    }
-    let sockets = crate::streams::Sockets::for_upstream(upstream);
-    let result = crate::streams::hold_open(&base, token, streams, relay.pid, sockets).await?;
-    eprintln!("  relay: {}", result.summary());
-    Ok(result)
-}
-
-/// The open-stream measurement with the mock over HTTPS offering HTTP/2, as the cloud providers
-/// serve: Relay restarted on the same database (`dir`) with the provider at `https://…` and the
-/// mock's certificate as its `ca_file`, then the bare proxy on Relay's lanes in front of the same
-/// mock. `None` when the mock cannot run as a process of its own (no `mock_exe`).
-async fn https_streams(
-    opts: &Options,
-    dir: &std::path::Path,
-    http: &reqwest::Client,
-    streams: usize,
-) -> Result<
-    Option<(
-        crate::streams::StreamsResult,
-        Vec<crate::report::FloorStreams>,
-    )>,
-> {
-    let Some(exe) = &opts.mock_exe else {
-        return Ok(None);
-    };
-    let ca = dir.join("mock-ca.pem");
-    let mock = Mock::start_process_tls(exe, &ca).await?;
-    let url = format!("sqlite://{}", dir.join("relay.db").display());
-    let config =
-        relay::write_config_on(dir, &mock.base_url(), Some(&ca), &url, "relay-https.toml")?;
-    eprintln!(
-        "relay-bench: {streams} open streams with the mock over HTTPS ({})",
-        mock.base_url()
-    );
-    let relay = start_relay(opts, &config, dir, http, 3).await?;
-    let token = relay::sign_in(http, &relay.base()).await?;
-    let result = warm_then_hold(http, &relay, &token, &mock.base_url(), streams).await?;
-    relay.stop().await?;
-    let floor = match &opts.floor_exe {
-        Some(floor_exe) => {
-            let client = crate::floor::Client::Reqwest;
-            eprintln!(
-                "relay-bench: {streams} open streams through the bare proxy over HTTPS, {}",
-                client.describe()
-            );
-            let result =
-                crate::floor::measure(floor_exe, &mock.base_url(), client, Some(&ca), streams)
-                    .await?;
-            vec![crate::report::FloorStreams { client, result }]
-        }
-        None => Vec::new(),
-    };
-    mock.stop().await;
-    Ok(Some((result, floor)))
-}
-
-/// The open-stream baseline: the same legs through the bare proxy, with each upstream client.
-async fn floor_streams(
-    opts: &Options,
-    upstream: &str,
-    ca_file: Option<&std::path::Path>,
-    streams: usize,
-) -> Result<Vec<crate::report::FloorStreams>> {
-    let Some(exe) = &opts.floor_exe else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for client in [
-        crate::floor::Client::Plain,
-        crate::floor::Client::Reqwest,
-        crate::floor::Client::Hyper,
-    ] {
-        eprintln!(
-            "relay-bench: {streams} open streams through the bare proxy, {}",
-            client.describe()
-        );
-        let result = crate::floor::measure(exe, upstream, client, ca_file, streams).await?;
-        eprintln!("  {}", result.summary());
-        out.push(crate::report::FloorStreams { client, result });
-    }
-    Ok(out)
 }

@@ -17,7 +17,7 @@ pub async fn anthropic_fixture_upstream(fixture: &str) -> String {
     let dir = std::env::var_os("RELAY_FIXTURES")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
         });
     let path = dir.join(fixture);
     let recorded = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -1,4 +1,4 @@
-//! The provider adapters against recorded provider streams (`../shared/fixtures`).
+//! The provider adapters against recorded provider streams (`tests/fixtures`).
 //!
 //! Every fixture an adapter should understand is replayed through the SSE driver and compared
 //! with a table written by reading the fixture (text, reasoning, tool calls, usage, finish)
@@ -36,9 +36,7 @@ use serde_json::Value;
 fn fixtures_dir() -> PathBuf {
     std::env::var_os("RELAY_FIXTURES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
-        })
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"))
 }
 
 fn fixture(file: &str) -> Vec<u8> {
