@@ -94,7 +94,13 @@ def main():
         src = module_of(path, mods)
         if src is None:
             continue
-        for dst in references(path.read_text(), mods):
+        text = path.read_text()
+        parts = path.relative_to(ROOT).parts
+        if len(parts) == 1 or parts[1:] == ("mod.rs",):
+            # In a top-level module's own file (`memory.rs`, `agent/mod.rs`), `super::` is the
+            # crate root.
+            text = re.sub(r"\bsuper::", "crate::", text)
+        for dst in references(text, mods):
             if dst != src:
                 edges.setdefault(src, set()).add(dst)
     groups = [g for g in components(mods, edges) if len(g) > 1]
