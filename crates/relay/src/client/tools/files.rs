@@ -249,6 +249,54 @@ pub fn write_plan(project: &Project, args: &Value) -> anyhow::Result<String> {
 mod tests {
     use super::*;
 
+    fn read(dir: &std::path::Path, args: Value) -> String {
+        let root = dir.canonicalize().unwrap();
+        let p = Project {
+            cwd: root.clone(),
+            root,
+            git_remote: None,
+        };
+        match read_file(&p, &args) {
+            Ok(t) => t,
+            Err(e) => format!("error: {e:#}"),
+        }
+    }
+
+    #[test]
+    fn bounded_reads_page_by_lines_and_cut_what_exceeds_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one\r\ntwo\nthree").unwrap();
+        let r = |args| read(dir.path(), args);
+        assert_eq!(r(serde_json::json!({"path": "a.txt"})), "one\ntwo\nthree\n");
+        assert_eq!(
+            r(serde_json::json!({"path": "a.txt", "limit": 1})),
+            "one\n[truncated: lines 0-0 of 3 shown; call read_file with offset=1 to continue]"
+        );
+        assert_eq!(
+            r(serde_json::json!({"path": "a.txt", "offset": 2})),
+            "three\n"
+        );
+        assert_eq!(
+            r(serde_json::json!({"path": "a.txt", "offset": 3})),
+            "[offset 3 is past the end: a.txt has 3 lines]"
+        );
+        let long = "x".repeat(READ_BYTES * 2);
+        std::fs::write(dir.path().join("long.txt"), format!("{long}\nnext\n")).unwrap();
+        let t = r(serde_json::json!({"path": "long.txt"}));
+        assert!(t.len() < READ_BYTES + 200, "{}", t.len());
+        assert!(
+            t.ends_with("only its start is shown]"),
+            "{}",
+            &t[t.len() - 80..]
+        );
+        assert_eq!(
+            r(serde_json::json!({"path": "long.txt", "offset": 1})),
+            "next\n"
+        );
+        std::fs::write(dir.path().join("b.bin"), b"ab\0c").unwrap();
+        assert!(r(serde_json::json!({"path": "b.bin"})).contains("binary file (4 bytes)"));
+    }
+
     #[test]
     fn slugs_are_file_names() {
         assert_eq!(slug("Fix the login bug!"), "fix-the-login-bug");

@@ -100,6 +100,11 @@ pub fn write_beneath(root: &Path, rel: &Path, bytes: &[u8], shown: &str) -> anyh
     let existing = match kind_at(&dir, file)? {
         None => None,
         Some((FileType::Symlink, _)) => return Err(symlink_refusal(shown, rel)),
+        // Replacing by rename would get past a read-only file's bits; it stays refused, as a
+        // write in place was.
+        Some((FileType::RegularFile, mode)) if !mode.contains(Mode::WUSR) => {
+            anyhow::bail!("{shown} is read-only; nothing was changed")
+        }
         Some((FileType::RegularFile, mode)) => Some(mode),
         Some(_) => anyhow::bail!("{shown}: exists and is not a regular file"),
     };
@@ -235,6 +240,22 @@ mod tests {
         assert_eq!(std::fs::read(root.join("target.txt")).unwrap(), b"keep");
         assert!(!root.join("real/x.txt").exists());
         assert!(write_beneath(&root, Path::new("../x"), b"", "../x").is_err());
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_mode_and_a_read_only_one_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_d, root) = root();
+        let script = root.join("run.sh");
+        std::fs::write(&script, "old").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o750)).unwrap();
+        write_beneath(&root, Path::new("run.sh"), b"new", "run.sh").unwrap();
+        let mode = std::fs::metadata(&script).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o750);
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let e = write_beneath(&root, Path::new("run.sh"), b"x", "run.sh").unwrap_err();
+        assert!(format!("{e:#}").contains("read-only"), "{e:#}");
+        assert_eq!(std::fs::read(&script).unwrap(), b"new");
     }
 
     #[test]
