@@ -15,6 +15,7 @@ use relay_wire::agent::{AgentRequest, Content, Message, MessageRole, MessageTool
 use relay_wire::tools::{ToolDef, ToolRole};
 
 use super::approval::{Approvals, Input, Policy};
+use super::display;
 use super::project::Project;
 use super::tools::{self, Ctx};
 use super::{connect, explain, server_url};
@@ -22,6 +23,8 @@ use super::{connect, explain, server_url};
 /// A conversation never runs more legs than this on one message, so a model that loops on tool
 /// calls cannot spend the whole quota.
 const MAX_LEGS: usize = 100;
+/// Characters of a call's arguments on its activity line (the approval prompt shows them all).
+const SUMMARY_CHARS: usize = 200;
 
 #[derive(Args)]
 pub struct AgentArgs {
@@ -188,12 +191,13 @@ impl Session {
                         notes,
                         ..
                     } => self.note(&format!(
-                        "[relay] model {model}, project {}, {notes} notes injected",
-                        project_id.as_deref().unwrap_or("none")
+                        "[relay] model {}, project {}, {notes} notes injected",
+                        display::line(&model),
+                        display::line(project_id.as_deref().unwrap_or("none"))
                     )),
                     AgentEvent::Text { text: piece } => {
                         if self.interactive {
-                            print!("{piece}");
+                            print!("{}", display::text(&piece));
                             let _ = std::io::stdout().flush();
                         }
                         text.push_str(&piece);
@@ -206,7 +210,9 @@ impl Session {
                     AgentEvent::Done { .. } => {}
                     AgentEvent::Error { error, message, .. } => {
                         anyhow::bail!(
-                            "the relay reported an error during the leg ({error}): {message}"
+                            "the relay reported an error during the leg ({}): {}",
+                            display::line(&error.to_string()),
+                            display::line(&message)
                         )
                     }
                     AgentEvent::Ping => {}
@@ -216,13 +222,13 @@ impl Session {
                 if self.interactive {
                     println!();
                 } else {
-                    println!("{}", text.trim_end());
+                    println!("{}", display::text(text.trim_end()));
                 }
                 self.messages.push(message(MessageRole::Assistant, text));
                 return Ok(());
             };
             if !self.interactive && !text.trim().is_empty() {
-                eprintln!("{}", text.trim_end());
+                eprintln!("{}", display::text(text.trim_end()));
             } else if self.interactive && !text.is_empty() {
                 println!();
             }
@@ -246,6 +252,7 @@ impl Session {
     }
 
     fn reasoning(&self, text: &str) {
+        let text = display::text(text);
         if self.dim {
             eprint!("\x1b[2m{text}\x1b[0m");
         } else {
@@ -256,8 +263,14 @@ impl Session {
 
     /// One call's result: offered, approved, run.
     async fn call(&self, call: &ToolCall) -> String {
+        // Everything the model wrote is escaped before it reaches the terminal; the activity line
+        // may cut the arguments (and says so), the approval prompt shows them whole.
+        let name = display::line(&call.name);
+        eprintln!(
+            "▸ {name} {}",
+            tools::summary(&call.arguments, SUMMARY_CHARS)
+        );
         let args = tools::describe(&call.arguments);
-        eprintln!("▸ {} {args}", call.name);
         let result = if !self.offered.contains(&call.name) {
             format!(
                 "error: the tool `{}` is not available in this session",
@@ -271,7 +284,7 @@ impl Session {
                 Err(refused) => refused,
             }
         };
-        let first = result.lines().next().unwrap_or("");
+        let first = display::line(result.lines().next().unwrap_or(""));
         let more = result.lines().count().saturating_sub(1);
         if more > 0 {
             self.note(&format!("  ↳ {first} (+{more} lines)"));

@@ -9,6 +9,11 @@ use std::sync::Mutex;
 
 use tokio::sync::mpsc;
 
+use super::display;
+
+/// Arguments up to this many characters share the prompt's line; longer ones are wrapped at it.
+const PROMPT_WIDTH: usize = 160;
+
 /// Tools that change files, run programs or drive panes.
 pub fn needs_approval(tool: &str) -> bool {
     matches!(
@@ -99,8 +104,18 @@ impl Approvals {
         {
             return Ok(());
         }
+        // `detail` is already escaped to one line; a long one is shown whole over several lines.
+        let shown = display::line(tool);
         loop {
-            eprint!("allow {tool} {detail}? [y/n/always] ");
+            if detail.chars().count() <= PROMPT_WIDTH {
+                eprint!("allow {shown} {detail}? [y/n/always] ");
+            } else {
+                eprintln!("allow {shown} with these arguments (shown whole, wrapped):");
+                for piece in display::wrap(detail, PROMPT_WIDTH) {
+                    eprintln!("  {piece}");
+                }
+                eprint!("allow {shown}? [y/n/always] ");
+            }
             let _ = std::io::stderr().flush();
             let Some(answer) = input.line().await else {
                 return Err(DECLINED.to_owned());

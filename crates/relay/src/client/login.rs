@@ -6,7 +6,7 @@ use anyhow::Context;
 use relay_client::Client;
 
 use super::credentials::{Entry, Store};
-use super::{connect, explain, server_url};
+use super::{connect, display, explain, server_url};
 
 /// Asks on the terminal (without echo) when there is one, else reads stdin's first line.
 fn read_secret(prompt: &str) -> anyhow::Result<String> {
@@ -52,7 +52,7 @@ pub async fn login(server: Option<String>, email: Option<String>) -> anyhow::Res
     store.save()?;
     eprintln!(
         "signed in to {server} as {} (token in {})",
-        session.email,
+        display::line(&session.email),
         store.path().display()
     );
     Ok(())
@@ -71,7 +71,10 @@ pub async fn logout(server: Option<String>) -> anyhow::Result<()> {
     store.save()?;
     match signed_out {
         Ok(()) => eprintln!("signed out of {server}"),
-        Err(e) => eprintln!("forgot the token for {server}; the relay did not confirm: {e}"),
+        Err(e) => eprintln!(
+            "forgot the token for {server}; the relay did not confirm: {}",
+            display::line(&e.to_string())
+        ),
     }
     Ok(())
 }
@@ -90,7 +93,9 @@ pub async fn whoami(server: Option<String>) -> anyhow::Result<()> {
         };
         println!(
             "{} ({}) on {server}: {} legs used, {remaining} remaining",
-            me.email, me.role, me.used
+            display::line(&me.email),
+            display::line(&me.role.to_string()),
+            me.used
         );
     } else {
         println!(

@@ -5,6 +5,7 @@
 mod agent;
 mod approval;
 mod credentials;
+mod display;
 mod login;
 mod project;
 mod tools;
@@ -74,9 +75,13 @@ fn explain(server: &str, e: Error) -> anyhow::Error {
             "{server} refused the request: not signed in or the token expired (HTTP 401). Run `relay login --server {server}`."
         ),
         (_, Some(ErrorCode::QuotaExceeded)) => {
-            anyhow::anyhow!("quota exceeded (HTTP 403 quota_exceeded): {}", message(&e))
+            anyhow::anyhow!(
+                "quota exceeded (HTTP 403 quota_exceeded): {}",
+                display::line(&message(&e))
+            )
         }
-        _ => anyhow::anyhow!("{e}"),
+        // The relay's (or a provider's) words, which may carry control characters.
+        _ => anyhow::anyhow!("{}", display::line(&e.to_string())),
     }
 }
 

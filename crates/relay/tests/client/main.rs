@@ -6,6 +6,7 @@
 mod account;
 mod agent;
 mod crate_api;
+mod hardening;
 #[path = "../support/mod.rs"]
 mod harness;
 mod panes;

@@ -27,6 +27,8 @@ pub use crate::harness::BIN;
 pub enum Reply {
     /// The model asks for these calls: `(id, name, arguments as JSON)`.
     Tools(Vec<(&'static str, &'static str, Value)>),
+    /// As `Tools`, with the arguments string sent exactly as given (not necessarily valid JSON).
+    RawTools(Vec<(&'static str, &'static str, String)>),
     Text(String),
     /// A first piece of text, then silence until the client goes away.
     Stall,
@@ -64,6 +66,28 @@ fn sse(v: Value) -> String {
     format!("data: {v}\n\n")
 }
 
+/// The stream of one leg that ends asking for `calls`: `(id, name, arguments string)`.
+fn tool_chunks<'a>(
+    calls: impl Iterator<Item = (&'a str, &'a str, String)>,
+    usage: String,
+) -> Vec<String> {
+    let mut out: Vec<String> = calls
+        .enumerate()
+        .map(|(i, (id, name, args))| {
+            sse(
+                json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": i, "id": id,
+                "type": "function", "function": {"name": name, "arguments": args}}]}}]}),
+            )
+        })
+        .collect();
+    out.push(sse(
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ));
+    out.push(usage);
+    out.push("data: [DONE]\n\n".into());
+    out
+}
+
 fn chunks(reply: &Reply) -> Vec<String> {
     let usage = sse(json!({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 2}}));
     match reply {
@@ -73,22 +97,18 @@ fn chunks(reply: &Reply) -> Vec<String> {
             usage,
             "data: [DONE]\n\n".into(),
         ],
-        Reply::Tools(calls) => {
-            let mut out: Vec<String> = calls
+        Reply::Tools(calls) => tool_chunks(
+            calls
                 .iter()
-                .enumerate()
-                .map(|(i, (id, name, args))| {
-                    sse(json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": i, "id": id,
-                        "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}}]}))
-                })
-                .collect();
-            out.push(sse(
-                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
-            ));
-            out.push(usage);
-            out.push("data: [DONE]\n\n".into());
-            out
-        }
+                .map(|(id, name, args)| (*id, *name, args.to_string())),
+            usage,
+        ),
+        Reply::RawTools(calls) => tool_chunks(
+            calls
+                .iter()
+                .map(|(id, name, args)| (*id, *name, args.clone())),
+            usage,
+        ),
         Reply::Stall | Reply::Cut => vec![sse(
             json!({"choices": [{"index": 0, "delta": {"content": "thinking…"}}]}),
         )],

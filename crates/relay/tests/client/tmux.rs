@@ -102,6 +102,16 @@ impl Tmux {
         assert!(s.success());
     }
 
+    /// The pane's title, which a program sets with `ESC]0;…` or `ESC]2;…`.
+    pub fn title(&self, pane: &str) -> String {
+        let out = self
+            .tmux()
+            .args(["display-message", "-p", "-t", pane, "#{pane_title}"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
     /// The exit status of the pane's program once it has exited, else `None`.
     pub fn exit_status(&self, pane: &str) -> Option<i32> {
         let out = self

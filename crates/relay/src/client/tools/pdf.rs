@@ -5,11 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context;
 use serde_json::Value;
 
 use super::pdf_builtin::{Block, blocks, render};
-use super::{opt_str, str_arg};
+use super::{opt_str, safe_fs, str_arg};
 use crate::client::project::Project;
 
 /// The first executable called `name` on `PATH`.
@@ -40,16 +39,34 @@ pub async fn create_pdf(project: &Project, args: &Value) -> anyhow::Result<Strin
     let content = str_arg(args, "content")?;
     let out_arg = str_arg(args, "output_path")?;
     let title = opt_str(args, "title").unwrap_or("");
-    let output = project.resolve(out_arg)?;
-    if let Some(parent) = output.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
+    let target = project.resolve(out_arg)?;
     let parsed = blocks(content);
-    let work = tempfile_dir(project)?;
+    let work = tempfile_dir()?;
+    let made = engines(&work, content, title, &parsed).await;
+    let _ = std::fs::remove_dir_all(&work);
+    let (bytes, engine) = match made? {
+        Some(made) => made,
+        None => (render(title, &parsed), "the built-in renderer".to_owned()),
+    };
+    // The engines wrote in the scratch directory; only relay writes into the project, and never
+    // through a symlink.
+    safe_fs::write_confined(project, &target, &bytes, out_arg)?;
+    Ok(format!("wrote {} with {engine}", project.relative(&target)))
+}
+
+/// The PDF from the first local engine that makes one, with the engine's name; `None` when none
+/// is installed or all failed.
+async fn engines(
+    work: &Path,
+    content: &str,
+    title: &str,
+    parsed: &[Block],
+) -> anyhow::Result<Option<(Vec<u8>, String)>> {
     let md = work.join("input.md");
     let html = work.join("input.html");
+    let output = work.join("output.pdf");
     std::fs::write(&md, content)?;
-    std::fs::write(&html, to_html(title, &parsed))?;
+    std::fs::write(&html, to_html(title, parsed))?;
     let out = output.display().to_string();
 
     let mut engine = None;
@@ -98,24 +115,35 @@ pub async fn create_pdf(project: &Project, args: &Value) -> anyhow::Result<Strin
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&work);
-    let engine = match engine {
-        Some(e) => e,
-        None => {
-            std::fs::write(&output, render(title, &parsed))
-                .with_context(|| format!("cannot write {out_arg}"))?;
-            "the built-in renderer".to_owned()
-        }
-    };
-    Ok(format!("wrote {} with {engine}", project.relative(&output)))
+    Ok(match engine {
+        Some(e) => Some((std::fs::read(&output)?, e)),
+        None => None,
+    })
 }
 
-/// A scratch directory for the engines' input, outside the project so nothing is left behind in it.
-fn tempfile_dir(project: &Project) -> anyhow::Result<PathBuf> {
-    let dir =
-        std::env::temp_dir().join(format!("relay-pdf-{}-{}", std::process::id(), project.id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+/// A scratch directory for the engines, outside the project so nothing is left behind in it;
+/// made new and private (0700), never one that already exists (which another user could own).
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut last = None;
+    for attempt in 0..16u32 {
+        let dir = std::env::temp_dir().join(format!(
+            "relay-pdf-{}-{nanos}-{attempt}",
+            std::process::id()
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(anyhow::anyhow!(
+        "cannot make a scratch directory for the PDF engines: {}",
+        last.map(|e| e.to_string()).unwrap_or_default()
+    ))
 }
 
 fn escape(s: &str) -> String {
