@@ -92,7 +92,10 @@ async fn run<D: Door>(
     .await?;
     let mut answer = D::answer(translated.context, opened.model.clone());
     let response = if translated.stream {
-        let events = opened.events.map(Some).chain(futures::stream::once(async { None }));
+        let events = opened
+            .events
+            .map(Some)
+            .chain(futures::stream::once(async { None }));
         super::sse(
             events
                 .flat_map(move |e| {

@@ -18,6 +18,7 @@ mod memory;
 mod memory_store;
 mod metrics;
 mod operations;
+mod responses;
 mod search;
 mod security;
 mod suggest;

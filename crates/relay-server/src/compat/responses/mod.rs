@@ -12,8 +12,8 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-use super::door::{self, Door, Translated};
 use super::Api;
+use super::door::{self, Door, Translated};
 use crate::error::ApiError;
 use crate::state::AppState;
 pub use request::ResponsesRequest;
@@ -40,7 +40,11 @@ impl Door for Responses {
         let leg_request = request::leg_request(&request)?;
         let (offered, names) = tools::offer(&request.tools)?;
         let mut leg = super::leg(&leg_request, &offered, headers)?;
-        leg.tool_choice = request.tool_choice.as_ref().map(tools::choice).transpose()?;
+        leg.tool_choice = request
+            .tool_choice
+            .as_ref()
+            .map(tools::choice)
+            .transpose()?;
         let mut echo = Map::new();
         echo.insert("instructions".into(), json!(request.instructions));
         echo.insert("tools".into(), Value::Array(request.tools));

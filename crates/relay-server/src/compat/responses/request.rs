@@ -131,7 +131,9 @@ pub fn messages(request: &ResponsesRequest) -> Result<Vec<Message>, ApiError> {
         messages.push(message(MessageRole::System, instructions.to_owned()));
     }
     let items = match &request.input {
-        Value::String(s) => return Ok([messages, vec![message(MessageRole::User, s.clone())]].concat()),
+        Value::String(s) => {
+            return Ok([messages, vec![message(MessageRole::User, s.clone())]].concat());
+        }
         Value::Array(items) => items,
         _ => return Err(bad("input".into(), "must be a string or an array of items")),
     };
@@ -174,7 +176,10 @@ pub fn messages(request: &ResponsesRequest) -> Result<Vec<Message>, ApiError> {
                     &mut messages,
                     ToolCall {
                         id: str_field(item, "call_id", &at)?.to_owned(),
-                        name: Names::flat(item["namespace"].as_str(), str_field(item, "name", &at)?),
+                        name: Names::flat(
+                            item["namespace"].as_str(),
+                            str_field(item, "name", &at)?,
+                        ),
                         arguments: json!({"input": input}).to_string(),
                     },
                 );
@@ -192,7 +197,9 @@ pub fn messages(request: &ResponsesRequest) -> Result<Vec<Message>, ApiError> {
             other => {
                 return Err(bad(
                     format!("{at}.type"),
-                    &format!("`{other}` items are not supported (Relay keeps no responses to reference, and runs no hosted tools)"),
+                    &format!(
+                        "`{other}` items are not supported (Relay keeps no responses to reference, and runs no hosted tools)"
+                    ),
                 ));
             }
         }

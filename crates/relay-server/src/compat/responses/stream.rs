@@ -16,8 +16,16 @@ use crate::error::ApiError;
 /// The item being streamed: its kind, id, index in `output` and its text so far.
 enum Open {
     None,
-    Reasoning { id: String, index: usize, text: String },
-    Message { id: String, index: usize, text: String },
+    Reasoning {
+        id: String,
+        index: usize,
+        text: String,
+    },
+    Message {
+        id: String,
+        index: usize,
+        text: String,
+    },
 }
 
 /// Encodes one answer.
@@ -149,9 +157,17 @@ impl Writer {
             let (id, index) = (item_id("msg"), self.output.len());
             self.emit(out, "response.output_item.added", json!({"output_index": index,
                 "item": {"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}}));
-            self.emit(out, "response.content_part.added", json!({"item_id": id,
-                "output_index": index, "content_index": 0, "part": text_part("")}));
-            self.open = Open::Message { id, index, text: String::new() };
+            self.emit(
+                out,
+                "response.content_part.added",
+                json!({"item_id": id,
+                "output_index": index, "content_index": 0, "part": text_part("")}),
+            );
+            self.open = Open::Message {
+                id,
+                index,
+                text: String::new(),
+            };
         }
         if let Open::Message { id, index, text } = &mut self.open {
             text.push_str(&piece);
@@ -165,15 +181,24 @@ impl Writer {
         if !matches!(self.open, Open::Reasoning { .. }) {
             self.close(out);
             let (id, index) = (item_id("rs"), self.output.len());
-            self.emit(out, "response.output_item.added", json!({"output_index": index,
-                "item": {"id": id, "type": "reasoning", "summary": []}}));
+            self.emit(
+                out,
+                "response.output_item.added",
+                json!({"output_index": index,
+                "item": {"id": id, "type": "reasoning", "summary": []}}),
+            );
             self.emit(out, "response.reasoning_summary_part.added", json!({"item_id": id,
                 "output_index": index, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}));
-            self.open = Open::Reasoning { id, index, text: String::new() };
+            self.open = Open::Reasoning {
+                id,
+                index,
+                text: String::new(),
+            };
         }
         if let Open::Reasoning { id, index, text } = &mut self.open {
             text.push_str(&piece);
-            let data = json!({"item_id": id, "output_index": index, "summary_index": 0, "delta": piece});
+            let data =
+                json!({"item_id": id, "output_index": index, "summary_index": 0, "delta": piece});
             self.emit(out, "response.reasoning_summary_text.delta", data);
         }
     }
@@ -182,31 +207,53 @@ impl Writer {
     /// tool, a `custom_tool_call` item, streamed whole.
     fn call(&mut self, out: &mut Vec<Bytes>, call: ToolCall) {
         let index = self.output.len();
-        let (kind, done_field, delta_event, done_event, payload, mut item) =
-            match self.names.origin(&call.name) {
-                Origin::Custom => {
-                    let input = tools::custom_input(&call.arguments);
-                    let item = json!({"id": item_id("ctc"), "type": "custom_tool_call",
+        let (kind, done_field, delta_event, done_event, payload, mut item) = match self
+            .names
+            .origin(&call.name)
+        {
+            Origin::Custom => {
+                let input = tools::custom_input(&call.arguments);
+                let item = json!({"id": item_id("ctc"), "type": "custom_tool_call",
                         "status": "completed", "call_id": call.id, "name": call.name, "input": ""});
-                    ("input", "input", "response.custom_tool_call_input.delta",
-                        "response.custom_tool_call_input.done", input, item)
-                }
-                origin => {
-                    let mut item = json!({"id": item_id("fc"), "type": "function_call",
+                (
+                    "input",
+                    "input",
+                    "response.custom_tool_call_input.delta",
+                    "response.custom_tool_call_input.done",
+                    input,
+                    item,
+                )
+            }
+            origin => {
+                let mut item = json!({"id": item_id("fc"), "type": "function_call",
                         "status": "completed", "call_id": call.id, "name": call.name, "arguments": ""});
-                    if let Origin::Namespaced { namespace, name } = origin {
-                        item["name"] = json!(name);
-                        item["namespace"] = json!(namespace);
-                    }
-                    ("arguments", "arguments", "response.function_call_arguments.delta",
-                        "response.function_call_arguments.done", call.arguments, item)
+                if let Origin::Namespaced { namespace, name } = origin {
+                    item["name"] = json!(name);
+                    item["namespace"] = json!(namespace);
                 }
-            };
+                (
+                    "arguments",
+                    "arguments",
+                    "response.function_call_arguments.delta",
+                    "response.function_call_arguments.done",
+                    call.arguments,
+                    item,
+                )
+            }
+        };
         let id = item["id"].clone();
         let mut added = item.clone();
         added["status"] = json!("in_progress");
-        self.emit(out, "response.output_item.added", json!({"output_index": index, "item": added}));
-        self.emit(out, delta_event, json!({"item_id": id, "output_index": index, "delta": payload}));
+        self.emit(
+            out,
+            "response.output_item.added",
+            json!({"output_index": index, "item": added}),
+        );
+        self.emit(
+            out,
+            delta_event,
+            json!({"item_id": id, "output_index": index, "delta": payload}),
+        );
         let mut done = json!({"item_id": id, "output_index": index});
         done[done_field] = json!(payload);
         if kind == "arguments" {
@@ -217,7 +264,13 @@ impl Writer {
         self.finish_item(out, index, item);
     }
 
-    fn end_with(&mut self, out: &mut Vec<Bytes>, status: &str, usage: &Usage, reason: Option<&str>) {
+    fn end_with(
+        &mut self,
+        out: &mut Vec<Bytes>,
+        status: &str,
+        usage: &Usage,
+        reason: Option<&str>,
+    ) {
         self.close(out);
         let mut response = self.response(status, Some(usage));
         if let Some(reason) = reason {
@@ -247,7 +300,11 @@ impl Answer for Writer {
             AgentEvent::Start { .. } => {
                 let response = self.response("in_progress", None);
                 self.emit(&mut out, "response.created", json!({"response": response}));
-                self.emit(&mut out, "response.in_progress", json!({"response": response}));
+                self.emit(
+                    &mut out,
+                    "response.in_progress",
+                    json!({"response": response}),
+                );
             }
             AgentEvent::Text { text } => self.text(&mut out, text),
             AgentEvent::Reasoning { text } => self.reasoning(&mut out, text),
@@ -259,7 +316,10 @@ impl Answer for Writer {
                 }
                 self.end_with(&mut out, "completed", &usage, None);
             }
-            AgentEvent::Done { finish_reason, usage } => match finish_reason {
+            AgentEvent::Done {
+                finish_reason,
+                usage,
+            } => match finish_reason {
                 FinishReason::Stop => self.end_with(&mut out, "completed", &usage, None),
                 FinishReason::Length => {
                     self.end_with(&mut out, "incomplete", &usage, Some("max_output_tokens"));

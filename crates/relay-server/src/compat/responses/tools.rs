@@ -66,7 +66,8 @@ fn description(tool: &Value) -> String {
 /// A freeform tool as a function taking its text as `input`; the grammar, when there is one,
 /// goes into the argument's description so the model still sees it.
 fn custom(tool: &Value, name: String) -> ToolDef {
-    let mut input = json!({"type": "string", "description": "The tool's whole input, as free text."});
+    let mut input =
+        json!({"type": "string", "description": "The tool's whole input, as free text."});
     if let Some(definition) = tool["format"]["definition"].as_str() {
         input["description"] = Value::String(format!(
             "The tool's whole input, as free text in this {} grammar:\n{definition}",
@@ -134,13 +135,18 @@ pub fn offer(tools: &[Value]) -> Result<(Vec<ToolDef>, Names), ApiError> {
 /// `tool_choice`: `auto`, `none`, `required`, or `{type: "function" | "custom", name}`; a hosted
 /// tool's choice (which no function stands for) is `auto`.
 pub fn choice(value: &Value) -> Result<ToolChoice, ApiError> {
-    match (value.as_str(), value["type"].as_str(), value["name"].as_str()) {
+    match (
+        value.as_str(),
+        value["type"].as_str(),
+        value["name"].as_str(),
+    ) {
         (Some("auto"), ..) => Ok(ToolChoice::Auto),
         (Some("none"), ..) => Ok(ToolChoice::None),
         (Some("required"), ..) => Ok(ToolChoice::Required),
-        (None, Some("function" | "custom"), Some(name)) => Ok(ToolChoice::Function(
-            Names::flat(value["namespace"].as_str(), name),
-        )),
+        (None, Some("function" | "custom"), Some(name)) => Ok(ToolChoice::Function(Names::flat(
+            value["namespace"].as_str(),
+            name,
+        ))),
         (None, Some(_), _) => Ok(ToolChoice::Auto),
         _ => Err(ApiError::invalid(
             "tool_choice must be auto, none, required or {type: \"function\", name}",
