@@ -6,6 +6,7 @@ mod accounts;
 mod admin;
 mod agent;
 mod agent_faults;
+mod agents_cli;
 mod compat;
 mod compat_controls;
 mod compat_sdk;

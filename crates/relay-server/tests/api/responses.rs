@@ -544,3 +544,38 @@ async fn claude_codes_gateway_endpoints() {
         .json(&json!({"model": "auto", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]})).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
 }
+
+#[tokio::test]
+async fn codexs_captured_first_request_is_served() {
+    let fake = FakeUpstream::start().await;
+    let app = open_app(&fake).await;
+    let mut req: Value =
+        serde_json::from_str(include_str!("fixtures/codex-0.169.0-first-request.json")).unwrap();
+    req["model"] = json!("auto");
+    let r = app.post("/v1/responses", None, &req).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let events = parse_events(&r.text().await.unwrap());
+    assert_eq!(events.last().unwrap().0, "response.completed");
+    let sent = &fake.requests()[0];
+    let offered: Vec<&str> = sent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        offered.contains(&"exec_command") && offered.contains(&"multi_agent_v1__spawn_agent"),
+        "{offered:?}"
+    );
+    assert_eq!(
+        offered.len(),
+        12,
+        "the hosted web_search is left out: {offered:?}"
+    );
+    assert_eq!(sent["messages"][0]["role"], "system");
+    assert_eq!(
+        sent["messages"].as_array().unwrap().len(),
+        3,
+        "the developer messages are one system text"
+    );
+}
