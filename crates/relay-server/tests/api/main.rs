@@ -20,6 +20,7 @@ mod memory_store;
 mod metrics;
 mod operations;
 mod responses;
+mod responses_sdk;
 mod search;
 mod security;
 mod suggest;
