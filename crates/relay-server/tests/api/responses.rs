@@ -579,3 +579,50 @@ async fn codexs_captured_first_request_is_served() {
         "the developer messages are one system text"
     );
 }
+
+#[tokio::test]
+async fn count_tokens_is_forwarded_to_an_anthropic_provider_with_the_upstream_model() {
+    use relay_server::config::{ModelConfig, ProviderConfig, ProviderKind};
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let record = seen.clone();
+    let counter = axum::Router::new().route(
+        "/v1/messages/count_tokens",
+        axum::routing::post(move |axum::Json(b): axum::Json<Value>| {
+            let record = record.clone();
+            async move {
+                record.lock().unwrap().push(b);
+                axum::Json(json!({"input_tokens": 1234}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, counter).await.unwrap() });
+    let fake = FakeUpstream::start().await;
+    let app = crate::helpers::TestApp::spawn_with(|dir| {
+        let mut c = crate::agent::with_fake(crate::helpers::open_config(dir), &fake);
+        c.providers.push(ProviderConfig {
+            base_url: Some(url),
+            ..ProviderConfig::new("claude", ProviderKind::Anthropic)
+        });
+        c.models.push(ModelConfig {
+            name: "claude".into(),
+            provider: "claude".into(),
+            upstream: "claude-haiku-4-5".into(),
+        });
+        c
+    })
+    .await;
+    let req = json!({"model": "claude", "messages": [{"role": "user", "content": "hello"}]});
+    let r = app
+        .post("/v1/messages/count_tokens?beta=true", None, &req)
+        .await;
+    assert_eq!(body(r).await["input_tokens"], 1234);
+    assert_eq!(seen.lock().unwrap()[0]["model"], "claude-haiku-4-5");
+    // A model on an OpenAI-shaped provider is estimated by Relay: "user" and "hello", 9 characters.
+    let req = json!({"model": "m1", "messages": [{"role": "user", "content": "hello"}]});
+    let r = app.post("/v1/messages/count_tokens", None, &req).await;
+    assert_eq!(body(r).await["input_tokens"], 3);
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}
