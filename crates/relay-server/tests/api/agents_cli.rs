@@ -228,6 +228,8 @@ async fn codex_exec_runs_a_shell_tool_round_trip_over_an_openai_provider() {
     let fake = FakeUpstream::start().await;
     let app = relay(&fake, None).await;
     let token = app.user("codex@example.com").await;
+    app.remember(Some(&token), "codex-test", "Relay-note: prefer ripgrep.")
+        .await;
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let envs = codex_home(&app, &token, home.path());
@@ -240,6 +242,13 @@ async fn codex_exec_runs_a_shell_tool_round_trip_over_an_openai_provider() {
     )
     .await;
     let first = fake.requests()[0].clone();
+    // config.toml's `http_headers` name the project: its note is in the system text.
+    assert!(
+        first["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Relay-note: prefer ripgrep.")
+    );
     std::fs::write(
         std::env::temp_dir().join("relay-codex-first-request.json"),
         serde_json::to_vec_pretty(&first).unwrap(),

@@ -626,3 +626,42 @@ async fn count_tokens_is_forwarded_to_an_anthropic_provider_with_the_upstream_mo
     assert_eq!(body(r).await["input_tokens"], 3);
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn a_recorded_anthropic_answer_streams_as_responses_events_and_is_counted() {
+    let fake = FakeUpstream::start().await;
+    let app = crate::compat::app_with_anthropic(
+        &fake,
+        "anthropic/simonw-llm-anthropic__tools_parallel.0.sse",
+    )
+    .await;
+    let req = json!({"model": "claude", "input": "names", "stream": true,
+        "tools": [{"type": "function", "name": "pelican_name_generator", "parameters": {"type": "object", "properties": {}}}]});
+    let text = app
+        .post("/v1/responses", None, &req)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let events = parse_events(&text);
+    let (name, last) = events.last().unwrap();
+    assert_eq!(name, "response.completed", "{text}");
+    let calls: Vec<&str> = last["response"]["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .map(|i| i["call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(calls.len(), 2, "{text}");
+    assert_eq!(calls[0], "toolu_01LtHJmixrs9NcWQkK8hu8hj");
+    assert_eq!(last["response"]["usage"]["input_tokens"], 542);
+    let metrics = app.get("/metrics", None).await.text().await.unwrap();
+    let key = r#"relay_http_requests_total{method="POST",route="/v1/responses",status="200"} 1"#;
+    assert!(metrics.contains(key), "{key} missing");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("relay_agent_legs_total") && l.contains(r#"model="claude""#))
+    );
+}
