@@ -249,11 +249,6 @@ async fn codex_exec_runs_a_shell_tool_round_trip_over_an_openai_provider() {
             .unwrap()
             .contains("Relay-note: prefer ripgrep.")
     );
-    std::fs::write(
-        std::env::temp_dir().join("relay-codex-first-request.json"),
-        serde_json::to_vec_pretty(&first).unwrap(),
-    )
-    .unwrap();
     let (name, args) = shell_call(&first, "echo relay-$((40+2)) > proof.txt");
     fake.push("up-1", up::tool_call_reply("call_sh1", &name, &args));
     fake.push("up-1", up::text_reply(&["The file is written."]));

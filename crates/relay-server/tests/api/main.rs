@@ -7,6 +7,7 @@ mod admin;
 mod agent;
 mod agent_faults;
 mod agents_cli;
+mod claude_gateway;
 mod compat;
 mod compat_controls;
 mod compat_sdk;
