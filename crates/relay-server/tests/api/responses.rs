@@ -555,3 +555,22 @@ async fn a_recorded_anthropic_answer_streams_as_responses_events_and_is_counted(
             .any(|l| l.starts_with("relay_agent_legs_total") && l.contains(r#"model="claude""#))
     );
 }
+
+#[tokio::test]
+async fn the_demo_provider_answers_a_responses_call_offline() {
+    let app = crate::helpers::TestApp::open().await;
+    let req = json!({"model": "auto", "input": "list the files", "tools": [{"type": "function", "name": "list_dir",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}]});
+    let r = app.post("/v1/responses", None, &req).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let b = body(r).await;
+    assert_eq!(
+        (b["model"].as_str(), b["status"].as_str()),
+        (Some("demo"), Some("completed"))
+    );
+    assert_eq!(
+        b["output"].as_array().unwrap().last().unwrap()["type"],
+        "function_call",
+        "{b}"
+    );
+}
