@@ -40,6 +40,15 @@ pub fn api() -> OpenApiRouter<AppState> {
             routes!(compat::anthropic::messages),
             compat::BODY_LIMIT,
         ))
+        // Codex and the Responses API; Claude Code's token counting (issue 33)
+        .routes(with_body_limit(
+            routes!(compat::responses::responses),
+            compat::BODY_LIMIT,
+        ))
+        .routes(with_body_limit(
+            routes!(compat::count_tokens::count_tokens),
+            compat::BODY_LIMIT,
+        ))
         // Project memory (spec §4.4)
         .routes(routes!(memory::remember))
         .routes(routes!(memory::get_recall, memory::post_recall))

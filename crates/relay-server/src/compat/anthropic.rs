@@ -228,6 +228,10 @@ fn translate(request: &MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), 
         match m.role.as_str() {
             "user" if !text.is_empty() => messages.push(message(MessageRole::User, Some(text))),
             "user" => {}
+            // Claude Code puts some reminders in `system` messages between the turns; they join
+            // the system text.
+            "system" if !text.is_empty() => messages.push(message(MessageRole::System, Some(text))),
+            "system" => {}
             "assistant" => messages.push(Message {
                 role: MessageRole::Assistant,
                 content: (!text.is_empty()).then_some(Content::Text(text)),
@@ -237,7 +241,7 @@ fn translate(request: &MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), 
             other => {
                 return Err(bad(
                     format!("messages[{i}].role"),
-                    &format!("`{other}` is not user or assistant"),
+                    &format!("`{other}` is not user, assistant or system"),
                 ));
             }
         }

@@ -6,9 +6,12 @@
 //! encoding of the answer and of the errors is each API's own.
 
 pub mod anthropic;
+pub mod count_tokens;
+pub mod door;
 pub mod errors;
 pub mod models;
 pub mod openai;
+pub mod responses;
 
 use std::time::Instant;
 

@@ -60,6 +60,35 @@ impl Provider for AnthropicProvider {
             .await?;
         Ok(endpoint::stream_response(response, Normaliser::new()))
     }
+
+    async fn count_tokens(&self, body: Value) -> Option<Result<u64, ProviderError>> {
+        Some(self.count(body).await)
+    }
+}
+
+impl AnthropicProvider {
+    /// `POST {base_url}/v1/messages/count_tokens`: `{input_tokens}`.
+    async fn count(&self, body: Value) -> Result<u64, ProviderError> {
+        use futures::TryStreamExt;
+        let url = self.endpoint.url("/v1/messages/count_tokens")?;
+        let upstream = self
+            .endpoint
+            .post_sse(url, &body, &[("anthropic-version", API_VERSION)])
+            .await?;
+        let bytes = upstream
+            .body
+            .try_fold(Vec::new(), |mut all, chunk| async move {
+                all.extend_from_slice(&chunk);
+                Ok(all)
+            })
+            .await?;
+        serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|v| v["input_tokens"].as_u64())
+            .ok_or_else(|| {
+                ProviderError::Protocol("count_tokens answered without input_tokens".into())
+            })
+    }
 }
 
 fn body(request: &ChatRequest) -> Body<'_> {

@@ -210,6 +210,11 @@ pub trait Provider: Send + Sync {
     /// non-2xx), then the stream yields events. Dropping the stream drops the upstream
     /// connection (cancellation).
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError>;
+    /// The provider's own token count for a Messages request body (`model` already the upstream
+    /// name), for `POST /v1/messages/count_tokens`; `None` where the provider has no such endpoint.
+    async fn count_tokens(&self, _body: serde_json::Value) -> Option<Result<u64, ProviderError>> {
+        None
+    }
 }
 
 /// A tool call being assembled from fragments.

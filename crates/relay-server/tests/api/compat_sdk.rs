@@ -16,7 +16,7 @@ use crate::compat::app_with_anthropic;
 use crate::fake_upstream::{self as up, FakeUpstream, Reply};
 use crate::helpers::TestApp;
 
-fn python() -> Option<PathBuf> {
+pub fn python() -> Option<PathBuf> {
     let named = std::env::var_os("RELAY_SDK_PYTHON").map(PathBuf::from);
     let required = named.is_some() || std::env::var("CI").as_deref() == Ok("true");
     let path = named.unwrap_or_else(|| {
