@@ -1,32 +1,21 @@
 //! Accounts and sessions: signup, signin, signout and `GET /v1/me` (spec §2.3, §2.4, §4.1, §5).
 
-pub mod password;
 mod session;
-pub mod token;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
 use relay_wire::account::{Credentials, Me, Session};
 use relay_wire::{ErrorBody, ErrorCode, OkResponse};
 
-pub use password::Passwords;
 pub use session::start_session;
-pub use token::{bearer_token, new_token, token_hash};
 
+use crate::accounts::{Caller, LOCAL_USER, bearer_token, new_token, new_user_id, token_hash};
 use crate::config::SignupMode;
 use crate::domain::{Email, Password, Role};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, ClientAddr, Json};
-use crate::state::AppState;
+use crate::http::extract::{ClientAddr, Json};
+use crate::http::state::AppState;
 use crate::store::{NewUser, StoreError};
-
-pub use crate::extract::LOCAL_USER;
-
-/// A new opaque user id: `u_` + 16 hex.
-pub fn new_user_id() -> String {
-    let bytes: [u8; 8] = rand::random();
-    format!("u_{}", hex::encode(bytes))
-}
 
 fn parse_credentials(body: &Credentials) -> ApiResult<(Email, Password)> {
     let email = Email::parse(&body.email).map_err(ApiError::invalid)?;

@@ -7,11 +7,11 @@
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::state::AppState;
-use crate::{
+use super::{
     accounts, admin, agent, compat, console, docs, health, memory, metrics, search, suggest,
     waitlist,
 };
+use crate::http::state::AppState;
 
 pub fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(docs::base())
@@ -49,7 +49,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(memory::delete_note, memory::patch_note))
         // Suggestions and web search (spec §4.1, §4.3)
         .routes(routes!(suggest::suggest))
-        .routes(routes!(search::handler::search))
+        .routes(routes!(search::search))
         // Operations (spec §4.3)
         .routes(routes!(health::get_healthz))
         .routes(routes!(health::get_readyz))
@@ -79,6 +79,6 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = api().into_openapi();
     docs::add_unauthorized_responses(&mut doc);
     docs::add_guard_responses(&mut doc);
-    crate::openapi_examples::add_examples(&mut doc);
+    crate::http::openapi_examples::add_examples(&mut doc);
     doc
 }

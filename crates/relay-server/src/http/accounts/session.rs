@@ -2,9 +2,9 @@
 
 use relay_wire::account::Session;
 
-use super::token::{new_token, token_hash};
+use crate::accounts::token::{new_token, token_hash};
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::http::state::AppState;
 use crate::store::User;
 
 /// Issues a token for `user` and stores its hash.

@@ -7,7 +7,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{Api, errors};
-use crate::state::AppState;
+use crate::http::state::AppState;
 
 /// `{object: "list", data: [...]}`.
 #[derive(Debug, Serialize, ToSchema)]

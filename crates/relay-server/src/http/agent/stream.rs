@@ -21,9 +21,9 @@ use super::inject;
 use super::quota::Quota;
 use super::request::ValidLeg;
 use crate::error::{ApiError, ApiResult};
+use crate::http::state::AppState;
 use crate::providers::registry::ModelEntry;
 use crate::providers::{EventStream, FinishReason, ProviderError, ProviderEvent, Usage};
-use crate::state::AppState;
 use crate::store::Note;
 
 /// The longest wait between two tries of one model; a longer `Retry-After` moves on to the next model.

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use relay_wire::health::{Check, Health, Readiness};
 
-use crate::state::AppState;
+use crate::http::state::AppState;
 use crate::store::StoreResult;
 
 /// A readiness check that takes longer than this counts as down.

@@ -13,9 +13,10 @@ use relay_safety as safety;
 use relay_wire::ErrorBody;
 use relay_wire::suggest::{SuggestRequest, SuggestResponse};
 
+use crate::accounts::Caller;
 use crate::error::ApiResult;
-use crate::extract::{Caller, Json};
-use crate::state::AppState;
+use crate::http::extract::Json;
+use crate::http::state::AppState;
 
 /// The longest line Relay will suggest, in bytes.
 pub const MAX_SUGGESTION_BYTES: usize = 1_000;

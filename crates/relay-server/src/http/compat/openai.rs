@@ -18,8 +18,8 @@ use utoipa::ToSchema;
 
 use super::{Api, errors};
 use crate::error::ApiError;
+use crate::http::state::AppState;
 use crate::providers::ToolChoice;
-use crate::state::AppState;
 
 /// A Chat Completions request. Fields Relay does not use (`n`, `user`, `seed`...) are ignored.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -167,7 +167,7 @@ pub async fn chat_completions(
 async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
     let arrived = Instant::now();
     let caller = super::caller(&state, &headers, Api::OpenAi).await?;
-    let request: ChatCompletionRequest = crate::extract::parse_json(&body)?;
+    let request: ChatCompletionRequest = crate::http::extract::parse_json(&body)?;
     let (leg_request, tools) = translate(&request)?;
     let mut leg = super::leg(&leg_request, &tools, &headers)?;
     leg.stop = stop(request.stop.as_ref())?;

@@ -6,8 +6,9 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
+use crate::accounts::Caller;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::http::state::AppState;
 use relay_wire::ErrorCode;
 
 /// A JSON body. Malformed JSON, wrong types and missing fields are 400 with the field's path.
@@ -73,26 +74,6 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
                     ApiError::invalid(format!("query parameter `{path}`: {inner}"))
                 }
             })
-    }
-}
-
-/// Who is calling: the account behind the Bearer token, or `local` in open mode.
-/// The caller in open mode.
-pub const LOCAL_USER: &str = "local";
-
-#[derive(Debug, Clone)]
-pub enum Caller {
-    Local,
-    User(crate::store::User),
-}
-
-impl Caller {
-    /// The id notes and quota are stored under.
-    pub fn user_id(&self) -> &str {
-        match self {
-            Self::Local => LOCAL_USER,
-            Self::User(u) => &u.id,
-        }
     }
 }
 
@@ -170,7 +151,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
         Ok(Self(
             parts
                 .extensions
-                .get::<crate::guard::ClientIp>()
+                .get::<crate::http::guard::ClientIp>()
                 .map(|c| c.0),
         ))
     }

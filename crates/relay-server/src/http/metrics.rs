@@ -1,13 +1,9 @@
-//! Every metric Relay exports (declared in `registry`), the middleware that counts HTTP requests,
-//! and `/metrics`.
+//! The middleware that counts HTTP requests, and `/metrics` (every metric Relay exports is declared
+//! in `crate::metrics::registry`).
 //!
 //! Requests are labelled by the matched route template, never the raw path, so ids in paths cannot
 //! blow up the series count. The registry belongs to one app (no global recorder), so tests and
 //! several apps in one process never mix their counts.
-
-mod format;
-mod process;
-pub mod registry;
 
 use std::time::Instant;
 
@@ -16,11 +12,8 @@ use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-pub use registry::{
-    BuildLabels, HttpLabels, LegLabels, Metrics, ModelLabels, RouteLabels, TokenLabels,
-};
-
-use crate::state::AppState;
+use crate::http::state::AppState;
+use crate::metrics::format;
 
 /// Counts every request that reached a route (the 404 fallback counts its own as `unmatched`).
 pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {

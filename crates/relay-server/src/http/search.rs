@@ -5,10 +5,11 @@ use axum::extract::State;
 use relay_wire::suggest::{SearchRequest, SearchResponse, SearchResult};
 use relay_wire::{ErrorBody, ErrorCode};
 
-use super::SearchError;
+use crate::accounts::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, Json};
-use crate::state::AppState;
+use crate::http::extract::Json;
+use crate::http::state::AppState;
+use crate::search::SearchError;
 
 /// Results per search when the request names no limit, and the most it may ask for.
 const DEFAULT_LIMIT: i64 = 5;

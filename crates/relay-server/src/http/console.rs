@@ -12,13 +12,13 @@ use axum::response::{IntoResponse, Response};
 
 use crate::config::SignupMode;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::http::state::AppState;
 
 /// Only this service, no inline script or style, not framable.
 const CONSOLE_CSP: &str =
     "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-const INDEX: &str = include_str!("../assets/console/index.html");
+const INDEX: &str = include_str!("../../assets/console/index.html");
 
 /// An embedded file: its name under the route, media type and bytes.
 pub struct Asset {
@@ -50,14 +50,17 @@ impl Asset {
 }
 
 const ASSETS: &[Asset] = &[
-    Asset::script("console.js", include_bytes!("../assets/console/console.js")),
+    Asset::script(
+        "console.js",
+        include_bytes!("../../assets/console/console.js"),
+    ),
     Asset::stylesheet(
         "console.css",
-        include_bytes!("../assets/console/console.css"),
+        include_bytes!("../../assets/console/console.css"),
     ),
     Asset::svg(
         "favicon.svg",
-        include_bytes!("../assets/console/favicon.svg"),
+        include_bytes!("../../assets/console/favicon.svg"),
     ),
 ];
 

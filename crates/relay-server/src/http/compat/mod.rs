@@ -20,12 +20,12 @@ use futures::stream::BoxStream;
 use relay_wire::agent::{AgentEvent, AgentRequest};
 use relay_wire::tools::ToolDef;
 
-use crate::agent::{self, Opened};
+use crate::accounts::Caller;
 use crate::domain::ProjectId;
 use crate::error::ApiError;
-use crate::extract::Caller;
+use crate::http::agent::{self, Opened};
+use crate::http::state::AppState;
 use crate::providers::ToolSpec;
-use crate::state::AppState;
 pub use errors::Api;
 
 /// Bodies may be as large as a leg's (long conversations).

@@ -20,7 +20,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::config::Config;
 use crate::error::{ApiError, code_for_status};
-use crate::state::AppState;
+use crate::http::state::AppState;
 use crate::store::Stores;
 
 /// Request bodies above this are 413 (CONTRACT.md: 1 MiB except the agent stream).
@@ -48,7 +48,7 @@ impl Relay {
         env: &dyn crate::config::Env,
     ) -> anyhow::Result<Self> {
         // Rendered once here: `app` is the one module that knows every route.
-        let openapi_json = serde_json::to_string_pretty(&crate::routes::openapi())?;
+        let openapi_json = serde_json::to_string_pretty(&crate::http::routes::openapi())?;
         Ok(Self {
             state: AppState::new(config, stores, env, openapi_json)?,
         })
@@ -69,11 +69,11 @@ impl Relay {
     /// The complete router: every route of `routes::api`, the fallbacks, and the layers.
     pub fn router(&self) -> Router {
         let state = self.state.clone();
-        let (router, _) = crate::routes::api().split_for_parts();
+        let (router, _) = crate::http::routes::api().split_for_parts();
         let mut router = router
             .route_layer(middleware::from_fn_with_state(
                 state.clone(),
-                crate::metrics::track,
+                crate::http::metrics::track,
             ))
             .fallback(fallback_not_found)
             .method_not_allowed_fallback(fallback_method_not_allowed)
@@ -81,7 +81,7 @@ impl Relay {
             .layer(middleware::from_fn(json_errors))
             .layer(middleware::from_fn_with_state(
                 state.clone(),
-                crate::guard::check,
+                crate::http::guard::check,
             ))
             .layer(CatchPanicLayer::custom(|_| {
                 ApiError::internal("a handler panicked").into_response()
@@ -114,7 +114,7 @@ impl Relay {
                             .extensions()
                             .get::<axum::extract::ConnectInfo<SocketAddr>>()
                             .map(|c| c.0.ip());
-                        let client = crate::guard::client_ip(peer, req.headers(), &trusted)
+                        let client = crate::http::guard::client_ip(peer, req.headers(), &trusted)
                             .map_or_else(|| "-".to_owned(), |ip| ip.to_string());
                         // The route template and status are filled in once known; the span continues
                         // the caller's W3C trace when it sent one.
@@ -166,7 +166,10 @@ fn cors_layer(config: &Config) -> Option<CorsLayer> {
                 HeaderName::from_static("x-relay-cwd"),
                 HeaderName::from_static("x-relay-git-remote"),
             ])
-            .expose_headers([REQUEST_ID, HeaderName::from_static(crate::compat::NOTE_IDS)])
+            .expose_headers([
+                REQUEST_ID,
+                HeaderName::from_static(crate::http::compat::NOTE_IDS),
+            ])
             .max_age(Duration::from_secs(600)),
     )
 }

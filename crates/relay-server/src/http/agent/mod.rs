@@ -23,10 +23,11 @@ use utoipa::IntoParams;
 pub use request::{ValidLeg, project_from, project_of, validate};
 pub use stream::Opened;
 
+use crate::accounts::Caller;
 use crate::domain::ProjectId;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, Json, Query};
-use crate::state::AppState;
+use crate::http::extract::{Json, Query};
+use crate::http::state::AppState;
 
 /// Request bodies of agent legs may be this large (long conversations).
 pub const BODY_LIMIT: usize = 16 * 1024 * 1024;

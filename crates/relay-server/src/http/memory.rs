@@ -11,10 +11,11 @@ use relay_wire::memory::{
 };
 use relay_wire::{ErrorBody, OkResponse};
 
+use crate::accounts::Caller;
 use crate::domain::{Author, MemType, NoteId, NoteText, ProjectId};
 use crate::error::{ApiError, ApiResult, Shaped};
-use crate::extract::{Caller, Json, MaybeCaller, Query};
-use crate::state::AppState;
+use crate::http::extract::{Json, MaybeCaller, Query};
+use crate::http::state::AppState;
 use crate::store::NewNote;
 
 /// `limit` of list when none is given, and the most it returns.

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::request::ValidLeg;
-use crate::state::AppState;
+use crate::http::state::AppState;
 use crate::store::{InjectBudget, Note};
 
 /// Notes for `leg`'s project, within the configured budget and deadline.

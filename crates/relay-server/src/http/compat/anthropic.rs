@@ -19,8 +19,8 @@ use utoipa::ToSchema;
 
 use super::{Api, errors};
 use crate::error::ApiError;
+use crate::http::state::AppState;
 use crate::providers::ToolChoice;
-use crate::state::AppState;
 
 /// A Messages request. Fields Relay does not use (`metadata`, `top_k`...) are ignored.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -134,7 +134,7 @@ pub async fn messages(State(state): State<AppState>, headers: HeaderMap, body: B
 async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
     let arrived = Instant::now();
     let caller = super::caller(&state, &headers, Api::Anthropic).await?;
-    let request: MessagesRequest = crate::extract::parse_json(&body)?;
+    let request: MessagesRequest = crate::http::extract::parse_json(&body)?;
     let (leg_request, tools) = translate(&request)?;
     let mut leg = super::leg(&leg_request, &tools, &headers)?;
     leg.stop = request.stop_sequences.clone().unwrap_or_default();

@@ -6,8 +6,8 @@ use relay_wire::{ErrorBody, OkResponse};
 
 use crate::domain::Email;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Json;
-use crate::state::AppState;
+use crate::http::extract::Json;
+use crate::http::state::AppState;
 
 /// Join the waitlist. A repeated email answers the same as a new one.
 #[utoipa::path(post, path = "/v1/waitlist", tag = "accounts",

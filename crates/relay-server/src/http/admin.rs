@@ -10,11 +10,12 @@ use relay_wire::ErrorBody;
 use relay_wire::ErrorCode;
 use relay_wire::admin::{AdminUser, UserList, UserListQuery, UserPatch, UserResult};
 
+use crate::accounts::Caller;
 use crate::domain::Role;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, Json, Query};
+use crate::http::extract::{Json, Query};
+use crate::http::state::AppState;
 use crate::operator::{self, OperatorError};
-use crate::state::AppState;
 use crate::store::{AuthStore, User};
 
 /// `limit` of the listing when none is given, and the most it returns.

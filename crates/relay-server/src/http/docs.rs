@@ -12,8 +12,8 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, Secur
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi as _};
 
-use crate::console::{Asset, embedded, serve_asset};
-use crate::state::AppState;
+use crate::http::console::{Asset, embedded, serve_asset};
+use crate::http::state::AppState;
 
 #[derive(utoipa::OpenApi)]
 #[openapi(
@@ -145,16 +145,19 @@ pub async fn get_openapi(State(state): State<AppState>) -> Response {
 const DOCS_CSP: &str = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
     font-src 'self' data:; worker-src 'self' blob:; base-uri 'none'; frame-ancestors 'none'";
 
-const PAGE: &str = include_str!("../assets/docs/index.html");
+const PAGE: &str = include_str!("../../assets/docs/index.html");
 
 /// Redoc's standalone bundle (npm `redoc`, pinned in `assets/docs/README.md`) and the page's own script.
 const ASSETS: &[Asset] = &[
     Asset::script(
         "redoc.standalone.js",
-        include_bytes!("../assets/docs/redoc.standalone.js"),
+        include_bytes!("../../assets/docs/redoc.standalone.js"),
     ),
-    Asset::script("docs.js", include_bytes!("../assets/docs/docs.js")),
-    Asset::svg("favicon.svg", include_bytes!("../assets/docs/favicon.svg")),
+    Asset::script("docs.js", include_bytes!("../../assets/docs/docs.js")),
+    Asset::svg(
+        "favicon.svg",
+        include_bytes!("../../assets/docs/favicon.svg"),
+    ),
 ];
 
 /// The single-page reference, drawn by Redoc from `/openapi.json`.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::app::Relay;
+use crate::http::app::Relay;
 
 /// How long legs get to write their last line once told to stop; anything still open after it is cut.
 const LAST_WORDS: Duration = Duration::from_secs(2);
@@ -22,7 +22,7 @@ pub async fn serve_bounded(
     let grace = Duration::from_millis(state.config().shutdown_grace_ms);
     let signalled = CancellationToken::new();
     let on_signal = signalled.clone();
-    let server = crate::server::serve(listener, relay.router(), async move {
+    let server = crate::http::server::serve(listener, relay.router(), async move {
         shutdown.await;
         on_signal.cancel();
     });

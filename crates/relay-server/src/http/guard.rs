@@ -17,7 +17,7 @@ use ipnet::IpNet;
 use relay_wire::ErrorCode;
 
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::http::state::AppState;
 
 /// The client's address as the lock-out, the rate limits and the access log see it.
 #[derive(Debug, Clone, Copy)]

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use relay_wire::ErrorCode;
 
+use crate::accounts::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Caller;
-use crate::state::AppState;
+use crate::http::state::AppState;
 use crate::store::{Admission, AuthStore, MemoryStore};
 
 /// The quota unit a leg holds, given back if no model produces output.
