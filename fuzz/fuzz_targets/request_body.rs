@@ -4,15 +4,15 @@
 
 use libfuzzer_sys::fuzz_target;
 use relay_server::domain::{Email, NoteText, Password, ProjectId, parse_author, parse_mem_type};
-use relay_server::extract::parse_json;
+use relay_server::http::extract::parse_json;
 use relay_wire::account::Credentials;
 use relay_wire::agent::AgentRequest;
 use relay_wire::memory::{DeleteRequest, PatchRequest, RememberRequest};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(req) = parse_json::<AgentRequest>(data) {
-        let _ = relay_server::agent::validate(&req);
-        let _ = relay_server::agent::project_of(&req);
+        let _ = relay_server::http::agent::validate(&req);
+        let _ = relay_server::http::agent::project_of(&req);
     }
     if let Ok(r) = parse_json::<RememberRequest>(data) {
         let _ = NoteText::parse(&r.note, "note");

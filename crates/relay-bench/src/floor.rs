@@ -1,7 +1,7 @@
 //! The open-stream baseline: a bare streaming proxy with nothing of Relay between its two
 //! connections, so the memory-per-stream row has a floor measured in the same run.
 //!
-//! It serves `POST /v1/agent/stream` on Relay's own connection server (`relay_server::server`,
+//! It serves `POST /v1/agent/stream` on Relay's own connection server (`relay_server::http::server`,
 //! the same hyper settings), sends the leg's model, messages and tools upstream as an OpenAI
 //! request, and streams a `start` line and then each upstream chunk as one NDJSON line. No
 //! accounts, quota, notes, routing, metrics or logs. Two upstream clients: reqwest on Relay's
@@ -196,7 +196,7 @@ pub async fn run_process(upstream: String, client: Client, ca_file: Option<PathB
     let router = router(upstream, client, ca_file.as_deref())?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     println!("{LISTENING}{}", listener.local_addr()?);
-    relay_server::server::serve(listener, router, std::future::pending::<()>()).await?;
+    relay_server::serve(listener, router, std::future::pending::<()>()).await?;
     Ok(())
 }
 
@@ -279,7 +279,7 @@ mod tests {
     async fn serve_floor(client: Client, upstream: String) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(relay_server::server::serve(
+        tokio::spawn(relay_server::serve(
             listener,
             router(upstream, client, None).unwrap(),
             std::future::pending::<()>(),

@@ -130,7 +130,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Client(command) => client::run(command).await,
         Command::Openapi => {
-            println!("{}", relay_server::routes::openapi().to_pretty_json()?);
+            println!(
+                "{}",
+                relay_server::http::routes::openapi().to_pretty_json()?
+            );
             Ok(())
         }
         Command::Serve {
@@ -157,7 +160,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                      and [[models]] to the configuration."
                 );
             }
-            let served = relay_server::shutdown::serve_bounded(
+            let served = relay_server::http::shutdown::serve_bounded(
                 &relay,
                 listener,
                 relay_server::shutdown_signal(),

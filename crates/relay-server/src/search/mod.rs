@@ -1,10 +1,9 @@
 //! Server-side web search: one backend chosen by `[search]` (SearXNG, Brave or Tavily), built here;
-//! the `POST /v1/search` handler is `handler`.
+//! the `POST /v1/search` handler is `http/search.rs`.
 
 pub mod backend;
 mod brave;
 mod client;
-pub mod handler;
 mod searxng;
 mod tavily;
 

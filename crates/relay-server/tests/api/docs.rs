@@ -26,7 +26,9 @@ fn operations(doc: &Value) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn openapi_document_matches_the_snapshot() {
-    let doc = relay_server::routes::openapi().to_pretty_json().unwrap();
+    let doc = relay_server::http::routes::openapi()
+        .to_pretty_json()
+        .unwrap();
     insta::assert_snapshot!("openapi", doc);
 }
 

@@ -463,7 +463,7 @@ async fn from_an_untrusted_peer_x_forwarded_for_is_ignored() {
     expect_error(r, 429, "rate_limited").await;
 }
 
-/// The server caps what one connection buffers (`relay_server::server::MAX_REQUEST_HEAD`, which
+/// The server caps what one connection buffers (`relay_server::http::server::MAX_REQUEST_HEAD`, which
 /// keeps an open stream small): headers that fit are served, a bigger head is refused with 431,
 /// and a body well past the cap still arrives whole.
 #[tokio::test]
@@ -477,14 +477,14 @@ async fn request_heads_past_the_cap_are_431_and_long_bodies_still_arrive_whole()
     };
     assert_eq!(get_with_padding(6 * 1024).await.unwrap().status(), 200);
     assert_eq!(
-        get_with_padding(relay_server::server::MAX_REQUEST_HEAD)
+        get_with_padding(relay_server::http::server::MAX_REQUEST_HEAD)
             .await
             .unwrap()
             .status(),
         StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
     );
     let long: String = (0..2_400).map(|i| format!("w{i:04} ")).collect();
-    assert!(long.len() > relay_server::server::MAX_REQUEST_HEAD + 6_000);
+    assert!(long.len() > relay_server::http::server::MAX_REQUEST_HEAD + 6_000);
     assert_eq!(app.remember(None, "p", long.trim()).await.status(), 200);
     let recalled =
         crate::helpers::body(app.get("/v1/memory/recall?project_id=p", None).await).await;

@@ -1,0 +1,162 @@
+//! Account administration over HTTP for operators (role `admin`): `GET /v1/admin/users`,
+//! `PATCH` and `DELETE /v1/admin/users/{email}`.
+//!
+//! Each does what `relay users list|set|delete` does, through the same functions in `operator`, so
+//! the CLI and the console cannot drift apart. Anyone else gets 403 `forbidden`; in open mode there
+//! are no accounts, so the list is empty and every email is unknown.
+
+use axum::extract::{Path, State};
+use relay_wire::ErrorBody;
+use relay_wire::ErrorCode;
+use relay_wire::admin::{AdminUser, UserList, UserListQuery, UserPatch, UserResult};
+
+use crate::accounts::Caller;
+use crate::domain::Role;
+use crate::error::{ApiError, ApiResult};
+use crate::http::extract::{Json, Query};
+use crate::http::state::AppState;
+use crate::operator::{self, OperatorError};
+use crate::store::{AuthStore, User};
+
+/// `limit` of the listing when none is given, and the most it returns.
+const LIST_DEFAULT: i64 = 50;
+const LIST_MAX: i64 = 200;
+
+impl From<User> for AdminUser {
+    fn from(u: User) -> Self {
+        Self {
+            limit: u.effective_limit(),
+            remaining: u.remaining(),
+            role: u.role.as_str().into(),
+            id: u.id,
+            email: u.email,
+            used: u.used,
+            created_at: u.created_at,
+        }
+    }
+}
+
+impl From<OperatorError> for ApiError {
+    fn from(e: OperatorError) -> Self {
+        match e {
+            OperatorError::Invalid(m) => ApiError::invalid(m),
+            OperatorError::NoSuchUser(_) | OperatorError::NoAuth => {
+                ApiError::not_found("no account with this email")
+            }
+            OperatorError::Exists(_) => ApiError::internal("unexpected conflict"),
+            OperatorError::Store(e) => e.into(),
+            OperatorError::Other(e) => ApiError::internal(e),
+        }
+    }
+}
+
+/// The auth store when the caller is an admin; `None` in open mode (no accounts); 403 otherwise.
+fn admin_store(
+    state: &AppState,
+    caller: &Caller,
+) -> ApiResult<Option<std::sync::Arc<dyn AuthStore>>> {
+    match caller {
+        Caller::Local => Ok(None),
+        Caller::User(u) if u.role == Role::Admin => Ok(state.auth().cloned()),
+        Caller::User(_) => Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "only an admin may manage accounts",
+        )),
+    }
+}
+
+/// A page of accounts, oldest first (admins only).
+#[utoipa::path(get, path = "/v1/admin/users", tag = "accounts",
+    security(("bearer" = [])),
+    params(UserListQuery),
+    responses(
+        (status = 200, description = "Oldest account first; empty in open mode", body = UserList,
+            example = json!({"total": 2, "items": [
+                {"id": "u_3f9a1c0d2b7e8f41", "email": "ada@example.com", "role": "admin", "limit": -1, "used": 40, "remaining": -1, "created_at": 1_763_900_000.0},
+                {"id": "u_9b2e4d6f80a1c3e5", "email": "bob@example.com", "role": "user", "limit": 100, "used": 12, "remaining": 88, "created_at": 1_763_900_500.0}]})),
+        (status = 400, description = "Negative limit or offset", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the caller is not an admin", body = ErrorBody),
+    ))]
+pub async fn list_users(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(query): Query<UserListQuery>,
+) -> ApiResult<axum::Json<UserList>> {
+    let auth = admin_store(&state, &caller)?;
+    let limit = query.limit.unwrap_or(LIST_DEFAULT);
+    let offset = query.offset.unwrap_or(0);
+    if limit < 0 || offset < 0 {
+        return Err(ApiError::invalid("limit and offset must not be negative"));
+    }
+    let Some(auth) = auth else {
+        return Ok(axum::Json(UserList {
+            total: 0,
+            items: Vec::new(),
+        }));
+    };
+    let (total, users) = auth
+        .list_users_page(
+            u32::try_from(limit.min(LIST_MAX)).unwrap_or(0),
+            offset.unsigned_abs(),
+        )
+        .await?;
+    Ok(axum::Json(UserList {
+        total,
+        items: users.into_iter().map(AdminUser::from).collect(),
+    }))
+}
+
+/// Change an account's role or limit, or reset its usage (admins only), as `relay users set` does.
+#[utoipa::path(patch, path = "/v1/admin/users/{email}", tag = "accounts",
+    security(("bearer" = [])),
+    params(("email" = String, Path, description = "The account's email", example = "bob@example.com")),
+    request_body = UserPatch,
+    responses(
+        (status = 200, description = "The account after the change", body = UserResult,
+            example = json!({"ok": true, "user": {"id": "u_9b2e4d6f80a1c3e5", "email": "bob@example.com", "role": "user", "limit": 500, "used": 0, "remaining": 500, "created_at": 1_763_900_500.0}})),
+        (status = 400, description = "An unknown role, or a limit below -1", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the caller is not an admin", body = ErrorBody),
+        (status = 404, description = "`not_found`: no account with this email", body = ErrorBody),
+    ))]
+pub async fn patch_user(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(email): Path<String>,
+    Json(patch): Json<UserPatch>,
+) -> ApiResult<axum::Json<UserResult>> {
+    let auth = admin_store(&state, &caller)?;
+    let changes = operator::parse_changes(
+        patch.role.as_deref(),
+        patch.limit,
+        patch.reset_usage.unwrap_or(false),
+    )?;
+    let auth = auth.ok_or(OperatorError::NoAuth)?;
+    let user = operator::set_user(auth.as_ref(), &email, changes).await?;
+    Ok(axum::Json(UserResult {
+        ok: true,
+        user: user.into(),
+    }))
+}
+
+/// Delete an account, its sessions and every note it stored (admins only), as `relay users delete` does.
+#[utoipa::path(delete, path = "/v1/admin/users/{email}", tag = "accounts",
+    security(("bearer" = [])),
+    params(("email" = String, Path, description = "The account's email", example = "bob@example.com")),
+    responses(
+        (status = 200, description = "The account as it was before it went", body = UserResult,
+            example = json!({"ok": true, "user": {"id": "u_9b2e4d6f80a1c3e5", "email": "bob@example.com", "role": "user", "limit": 100, "used": 12, "remaining": 88, "created_at": 1_763_900_500.0}})),
+        (status = 403, description = "`forbidden`: the caller is not an admin", body = ErrorBody),
+        (status = 404, description = "`not_found`: no account with this email", body = ErrorBody),
+    ))]
+pub async fn delete_user(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(email): Path<String>,
+) -> ApiResult<axum::Json<UserResult>> {
+    let auth = admin_store(&state, &caller)?.ok_or(OperatorError::NoAuth)?;
+    let user = operator::delete_user(auth.as_ref(), state.memory().as_ref(), &email).await?;
+    Ok(axum::Json(UserResult {
+        ok: true,
+        user: user.into(),
+    }))
+}

@@ -1,0 +1,143 @@
+//! `POST /v1/agent/stream` and `GET /v1/tools`: the agent leg, from admission to the last NDJSON line.
+//!
+//! Fail early as HTTP, fail late in-band: authentication, validation, rate limit, quota and the
+//! first provider output all happen before the headers, so a failing model can be replaced by the
+//! next; after the headers every failure is one `error` line.
+
+mod inject;
+mod quota;
+mod request;
+mod stream;
+
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::response::Response;
+use relay_wire::agent::AgentRequest;
+use relay_wire::tools::{ToolRole, ToolsResponse, catalogue};
+use relay_wire::{ErrorBody, ErrorCode};
+use serde::Deserialize;
+use tracing::Instrument;
+use utoipa::IntoParams;
+
+pub use request::{ValidLeg, project_from, project_of, validate};
+pub use stream::Opened;
+
+use crate::accounts::Caller;
+use crate::domain::ProjectId;
+use crate::error::{ApiError, ApiResult};
+use crate::http::extract::{Json, Query};
+use crate::http::state::AppState;
+
+/// Request bodies of agent legs may be this large (long conversations).
+pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// Run one agent leg and stream it as NDJSON.
+#[utoipa::path(post, path = "/v1/agent/stream", tag = "agent",
+    security(("bearer" = [])),
+    request_body = AgentRequest,
+    responses(
+        (status = 200, description = "NDJSON, one `AgentEvent` per line: `start`, then `text`/`reasoning`/`ping`, then exactly one of `tool_calls`, `done`, `error`",
+            content_type = "application/x-ndjson", body = relay_wire::agent::AgentEvent),
+        (status = 400, description = "`invalid_request` or `unknown_model`; costs no quota", body = ErrorBody),
+        (status = 403, description = "`quota_exceeded`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (per caller, or every model was rate limited); see Retry-After", body = ErrorBody),
+        (status = 502, description = "`upstream_error`: every model failed before any output", body = ErrorBody),
+        (status = 503, description = "`provider_unavailable`: no provider could be reached", body = ErrorBody),
+    ))]
+pub async fn stream_leg(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: axum::http::HeaderMap,
+    Json(body): Json<AgentRequest>,
+) -> ApiResult<Response> {
+    let arrived = Instant::now();
+    let leg = request::validate(&body)?;
+    let request_id = headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let opened = open_leg(
+        &state,
+        &caller,
+        request_id,
+        body.model.as_deref(),
+        leg,
+        arrived,
+    )
+    .await?;
+    Ok(stream::ndjson(opened.events))
+}
+
+/// Everything before the first byte of a leg, for `/v1/agent/stream` and the compatible
+/// endpoints alike: the model chain, the rate limit, quota admission beside the note lookup,
+/// then the chain until one model answers.
+pub async fn open_leg(
+    state: &AppState,
+    caller: &Caller,
+    request_id: String,
+    model: Option<&str>,
+    leg: ValidLeg,
+    arrived: Instant,
+) -> ApiResult<Opened> {
+    let chain = state.models().resolve(model).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::UnknownModel,
+            format!(
+                "unknown model `{}`; use auto or one of: {}",
+                model.unwrap_or_default(),
+                state.models().names().join(", ")
+            ),
+        )
+    })?;
+    if chain.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::ProviderUnavailable,
+            "no model is configured for auto",
+        ));
+    }
+    state.limits().agent.check(caller.user_id()).await?;
+    // Admission (a write) and the note lookup (reads) go to the store side by side: a leg waits
+    // for the slower of the two, not for both. A refused leg's notes are thrown away.
+    let admission = quota::Quota::admit(state, caller);
+    let admission = admission.instrument(tracing::info_span!("admission"));
+    let lookup = inject::notes(state, caller.user_id(), &leg).instrument(tracing::info_span!(
+        "note_lookup",
+        relay.project_id = leg.project_id.as_ref().map_or("", ProjectId::as_str)
+    ));
+    let (quota, injected) = tokio::join!(admission, lookup);
+    let quota = quota?;
+    stream::open(
+        state.clone(),
+        request_id,
+        chain,
+        leg,
+        injected,
+        quota,
+        arrived,
+    )
+    .await
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ToolsQuery {
+    /// `worker`, `orchestrator` or `agent_orchestrator`; absent for the normal role.
+    #[serde(default)]
+    pub tool_role: Option<ToolRole>,
+}
+
+/// The canonical tool catalogue for a role.
+#[utoipa::path(get, path = "/v1/tools", tag = "agent",
+    security(("bearer" = [])),
+    params(ToolsQuery),
+    responses(
+        (status = 200, description = "The tools that role is sent, with their canonical definitions", body = ToolsResponse),
+        (status = 400, description = "Unknown tool_role", body = ErrorBody),
+    ))]
+pub async fn get_tools(_caller: Caller, Query(q): Query<ToolsQuery>) -> axum::Json<ToolsResponse> {
+    axum::Json(ToolsResponse {
+        tools: catalogue(q.tool_role),
+    })
+}

@@ -1,0 +1,439 @@
+//! Running a leg: try the chain until a provider produces its first output (before any header is
+//! sent), then stream NDJSON lines as they come, with keep-alive pings, an idle timeout, and
+//! cancellation when the client goes away (dropping the body drops the upstream request).
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use futures::StreamExt;
+use relay_wire::ErrorCode;
+use relay_wire::agent::{
+    AgentEvent, FinishReason as WireFinish, ToolCall as WireCall, Usage as WireUsage,
+};
+use tracing::Instrument;
+
+use super::inject;
+use super::quota::Quota;
+use super::request::ValidLeg;
+use crate::error::{ApiError, ApiResult};
+use crate::http::state::AppState;
+use crate::providers::registry::ModelEntry;
+use crate::providers::{EventStream, FinishReason, ProviderError, ProviderEvent, Usage};
+use crate::store::Note;
+
+/// The longest wait between two tries of one model; a longer `Retry-After` moves on to the next model.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// A leg whose first provider output arrived: the model that answers, the injected notes' ids,
+/// and the leg's events, `start` first and one terminal event last (pings in between).
+pub struct Opened {
+    pub model: String,
+    pub note_ids: Vec<String>,
+    pub events: futures::stream::BoxStream<'static, AgentEvent>,
+}
+
+/// Tries the chain until a model produces its first output; the caller encodes the events
+/// (NDJSON for a leg, the compatible endpoints' own formats for theirs).
+pub async fn open(
+    state: AppState,
+    request_id: String,
+    chain: Vec<Arc<ModelEntry>>,
+    leg: ValidLeg,
+    notes: Vec<Note>,
+    quota: Quota,
+    arrived: Instant,
+) -> ApiResult<Opened> {
+    let routing = &state.config().routing;
+    let idle = Duration::from_millis(routing.idle_timeout_ms);
+    let retries = routing.retries;
+    let system = inject::system_prompt(leg.system.as_deref(), &notes);
+    state
+        .metrics()
+        .relay_overhead
+        .observe(arrived.elapsed().as_secs_f64());
+
+    let mut last_error: Option<ProviderError> = None;
+    let mut reached_any = false;
+    'chain: for model in &chain {
+        for attempt in 0..=retries {
+            let sent = Instant::now();
+            let span = attempt_span(model, attempt);
+            let tried = first_output(model, leg.to_chat(&model.upstream, system.clone()), idle)
+                .instrument(span.clone())
+                .await;
+            let outcome = match &tried {
+                Ok(_) => "output",
+                Err(e) => e.kind(),
+            };
+            span.record("relay.outcome", outcome);
+            span.record(
+                "relay.time_to_first_output_ms",
+                sent.elapsed().as_secs_f64() * 1000.0,
+            );
+            if tried.is_err() {
+                span.record("otel.status_code", "ERROR");
+                span.record("error.type", outcome);
+            }
+            drop(span);
+            match tried {
+                Ok((events, first)) => {
+                    state
+                        .metrics()
+                        .upstream_first_output
+                        .get_or_create(&crate::metrics::ModelLabels {
+                            model: model.name.clone(),
+                        })
+                        .observe(sent.elapsed().as_secs_f64());
+                    state.metrics().notes_injected.inc_by(notes.len() as u64);
+                    quota.served().await;
+                    let note_ids: Vec<String> =
+                        notes.iter().map(|n| n.id.as_str().to_owned()).collect();
+                    let start = AgentEvent::Start {
+                        request_id,
+                        model: model.name.clone(),
+                        project_id: leg.project_id.as_ref().map(|p| p.as_str().to_owned()),
+                        notes: u32::try_from(notes.len()).unwrap_or(u32::MAX),
+                        note_ids: note_ids.clone(),
+                    };
+                    return Ok(Opened {
+                        model: model.name.clone(),
+                        note_ids,
+                        events: events_of(state.clone(), model.clone(), start, first, events, idle),
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(model = %model.name, attempt, error = %e, "provider failed before any output");
+                    reached_any |=
+                        !matches!(e, ProviderError::Connect(_) | ProviderError::IdleTimeout);
+                    let retryable = e.retryable_before_output();
+                    let wait = backoff(&e, attempt);
+                    last_error = Some(e);
+                    if !retryable {
+                        break 'chain;
+                    }
+                    match wait {
+                        Some(d) if attempt < retries => tokio::time::sleep(d).await,
+                        _ => continue 'chain,
+                    }
+                }
+            }
+        }
+    }
+    quota.refund().await;
+    let model = chain.first().map_or("none", |m| m.name.as_str());
+    state.metrics().leg(model, "failed");
+    Err(match last_error {
+        Some(ProviderError::RateLimited { retry_after }) => ApiError::new(
+            ErrorCode::RateLimited,
+            "every model is rate limiting requests; retry after the time in Retry-After",
+        )
+        .with_retry_after(retry_after.map_or(1, |d| d.as_secs().max(1))),
+        Some(_) if reached_any => ApiError::new(
+            ErrorCode::UpstreamError,
+            "every model failed before answering; the quota unit was given back",
+        ),
+        _ => ApiError::new(
+            ErrorCode::ProviderUnavailable,
+            "no model provider could be reached; the quota unit was given back",
+        ),
+    })
+}
+
+/// One try of one model, with the GenAI semantic-convention attributes a trace reader filters on.
+fn attempt_span(model: &ModelEntry, attempt: u32) -> tracing::Span {
+    tracing::info_span!(
+        "provider_attempt",
+        otel.name = format!("chat {}", model.upstream),
+        otel.kind = "client",
+        gen_ai.operation.name = "chat",
+        gen_ai.system = model.provider.kind(),
+        gen_ai.provider.name = model.provider.kind(),
+        gen_ai.request.model = model.upstream.as_str(),
+        relay.model = model.name.as_str(),
+        relay.provider = model.provider_name.as_str(),
+        relay.attempt = attempt,
+        relay.outcome = tracing::field::Empty,
+        relay.time_to_first_output_ms = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
+/// Sends the request and waits for the first event, each within the idle timeout.
+async fn first_output(
+    model: &ModelEntry,
+    request: crate::providers::ChatRequest,
+    idle: Duration,
+) -> Result<(EventStream, ProviderEvent), ProviderError> {
+    let mut events = tokio::time::timeout(idle, model.provider.stream(request))
+        .await
+        .map_err(|_| ProviderError::IdleTimeout)??;
+    match tokio::time::timeout(idle, events.next()).await {
+        Err(_) => Err(ProviderError::IdleTimeout),
+        Ok(None) => Err(ProviderError::Protocol(
+            "the stream ended before any output".into(),
+        )),
+        Ok(Some(Err(e))) => Err(e),
+        Ok(Some(Ok(first))) => Ok((events, first)),
+    }
+}
+
+/// How long to wait before trying the same model again; `None` moves on to the next model.
+fn backoff(e: &ProviderError, attempt: u32) -> Option<Duration> {
+    match e {
+        ProviderError::RateLimited {
+            retry_after: Some(d),
+        } => (*d <= MAX_BACKOFF).then_some(*d),
+        _ => Some((Duration::from_millis(100) * 2u32.saturating_pow(attempt)).min(MAX_BACKOFF)),
+    }
+}
+
+fn events_of(
+    state: AppState,
+    model: Arc<ModelEntry>,
+    start: AgentEvent,
+    first: ProviderEvent,
+    events: EventStream,
+    idle: Duration,
+) -> futures::stream::BoxStream<'static, AgentEvent> {
+    state.metrics().active_streams.inc();
+    let ping = Duration::from_millis(state.config().routing.ping_interval_ms);
+    let now = Instant::now();
+    let mut queued = VecDeque::with_capacity(2);
+    queued.push_back(Queued::Line(start));
+    queued.push_back(Queued::Provider(first));
+    // Open until the leg ends (the terminal line, or the client leaving); its parent is the request.
+    let span = tracing::info_span!(
+        "stream",
+        gen_ai.operation.name = "chat",
+        gen_ai.system = model.provider.kind(),
+        gen_ai.request.model = model.upstream.as_str(),
+        relay.model = model.name.as_str(),
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        gen_ai.response.finish_reasons = tracing::field::Empty,
+        relay.outcome = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    let leg = Leg {
+        span,
+        state,
+        model,
+        events,
+        queued,
+        finished: false,
+        last_line: now,
+        last_upstream: now,
+        idle,
+        ping,
+    };
+    Box::pin(futures::stream::unfold(leg, |mut leg| async move {
+        let event = leg.next_event().await?;
+        Some((event, leg))
+    }))
+}
+
+/// The leg's events as NDJSON lines.
+pub fn ndjson(events: futures::stream::BoxStream<'static, AgentEvent>) -> Response {
+    let body = events.map(|event| Ok::<Bytes, Infallible>(encode(&event)));
+    let mut response = Response::new(Body::from_stream(body));
+    *response.status_mut() = StatusCode::OK;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Tell buffering proxies (nginx) to pass each line on at once.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+enum Queued {
+    Line(AgentEvent),
+    Provider(ProviderEvent),
+}
+
+/// The state of one streaming leg; dropping it (the client left) drops the upstream request.
+struct Leg {
+    span: tracing::Span,
+    state: AppState,
+    model: Arc<ModelEntry>,
+    events: EventStream,
+    queued: VecDeque<Queued>,
+    finished: bool,
+    last_line: Instant,
+    last_upstream: Instant,
+    idle: Duration,
+    ping: Duration,
+}
+
+impl Drop for Leg {
+    fn drop(&mut self) {
+        let metrics = self.state.metrics();
+        metrics.active_streams.dec();
+        if !self.finished {
+            metrics.leg(&self.model.name, "cancelled");
+            self.span.record("relay.outcome", "cancelled");
+        }
+    }
+}
+
+impl Leg {
+    /// The next event, or `None` after the terminal one.
+    async fn next_event(&mut self) -> Option<AgentEvent> {
+        if self.finished {
+            return None;
+        }
+        loop {
+            let event = match self.queued.pop_front() {
+                Some(Queued::Line(e)) => e,
+                Some(Queued::Provider(p)) => match self.translate(p) {
+                    Some(e) => e,
+                    None => continue,
+                },
+                None => match self.wait_upstream().await {
+                    Some(e) => e,
+                    None => continue,
+                },
+            };
+            self.last_line = Instant::now();
+            return Some(event);
+        }
+    }
+
+    /// Waits for the provider, sending a ping after a quiet spell and failing past the idle timeout.
+    async fn wait_upstream(&mut self) -> Option<AgentEvent> {
+        let idle_at = self.last_upstream + self.idle;
+        let ping_at = self.last_line + self.ping;
+        let deadline = idle_at.min(ping_at);
+        let stop = self.state.legs_stop().clone();
+        let next = tokio::select! {
+            biased;
+            () = stop.cancelled() => return Some(self.shut_down()),
+            next = tokio::time::timeout_at(deadline.into(), self.events.next()) => next,
+        };
+        match next {
+            Ok(Some(Ok(event))) => {
+                self.last_upstream = Instant::now();
+                self.translate(event)
+            }
+            Ok(Some(Err(e))) => Some(self.fail(&e)),
+            Ok(None) => Some(self.fail(&ProviderError::Protocol(
+                "the stream ended without a finish".into(),
+            ))),
+            Err(_) if Instant::now() >= idle_at => Some(self.fail(&ProviderError::IdleTimeout)),
+            Err(_) => Some(AgentEvent::Ping),
+        }
+    }
+
+    /// The wire event for a provider event; `None` for nothing to send (an empty piece).
+    fn translate(&mut self, event: ProviderEvent) -> Option<AgentEvent> {
+        match event {
+            ProviderEvent::Text(text) => (!text.is_empty()).then_some(AgentEvent::Text { text }),
+            ProviderEvent::Reasoning(text) => {
+                (!text.is_empty()).then_some(AgentEvent::Reasoning { text })
+            }
+            ProviderEvent::Finished {
+                finish_reason,
+                tool_calls,
+                usage,
+            } => {
+                self.finished = true;
+                let metrics = self.state.metrics();
+                metrics.tokens(&self.model.name, usage.input_tokens, usage.output_tokens);
+                self.span
+                    .record("gen_ai.usage.input_tokens", usage.input_tokens)
+                    .record("gen_ai.usage.output_tokens", usage.output_tokens)
+                    .record(
+                        "relay.outcome",
+                        if tool_calls.is_empty() {
+                            "done"
+                        } else {
+                            "tool_calls"
+                        },
+                    )
+                    .record("gen_ai.response.finish_reasons", finish_reason.as_str());
+                let usage = wire_usage(usage);
+                Some(if tool_calls.is_empty() {
+                    metrics.leg(&self.model.name, "done");
+                    AgentEvent::Done {
+                        finish_reason: match finish_reason {
+                            FinishReason::Length => WireFinish::Length,
+                            FinishReason::ContentFilter => WireFinish::ContentFilter,
+                            // A tool-calls finish without calls is an ordinary stop.
+                            FinishReason::Stop | FinishReason::ToolCalls => WireFinish::Stop,
+                        },
+                        usage,
+                    }
+                } else {
+                    metrics.leg(&self.model.name, "tool_calls");
+                    AgentEvent::ToolCalls {
+                        calls: tool_calls
+                            .into_iter()
+                            .map(|c| WireCall {
+                                id: c.id,
+                                name: c.name,
+                                arguments: c.arguments,
+                            })
+                            .collect(),
+                        usage,
+                    }
+                })
+            }
+        }
+    }
+
+    /// The server is stopping past its grace period: the client should retry the leg elsewhere.
+    fn shut_down(&mut self) -> AgentEvent {
+        self.finished = true;
+        self.state.metrics().leg(&self.model.name, "error");
+        AgentEvent::Error {
+            error: ErrorCode::ProviderUnavailable,
+            message: "the relay is shutting down; retry the leg".into(),
+            retryable: true,
+        }
+    }
+
+    fn fail(&mut self, e: &ProviderError) -> AgentEvent {
+        self.finished = true;
+        self.span
+            .record("relay.outcome", "error")
+            .record("otel.status_code", "ERROR");
+        self.state.metrics().leg(&self.model.name, "error");
+        tracing::warn!(model = %self.model.name, error = %e, "leg failed after the headers");
+        let (error, retryable) = match e {
+            ProviderError::RateLimited { .. } => (ErrorCode::RateLimited, true),
+            ProviderError::Connect(_) => (ErrorCode::ProviderUnavailable, true),
+            ProviderError::IdleTimeout => (ErrorCode::UpstreamError, true),
+            ProviderError::Status { status, .. } => (ErrorCode::UpstreamError, *status >= 500),
+            ProviderError::Protocol(_) => (ErrorCode::UpstreamError, true),
+        };
+        AgentEvent::Error {
+            error,
+            message: e.to_string(),
+            retryable,
+        }
+    }
+}
+
+fn wire_usage(u: Usage) -> WireUsage {
+    WireUsage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        cached_input_tokens: u.cached_input_tokens,
+        cache_write_tokens: u.cache_write_tokens,
+        reasoning_tokens: u.reasoning_tokens,
+    }
+}
+
+fn encode(event: &AgentEvent) -> Bytes {
+    let mut line = serde_json::to_vec(event).unwrap_or_else(|_| br#"{"event":"ping"}"#.to_vec());
+    line.push(b'\n');
+    Bytes::from(line)
+}

@@ -1,0 +1,436 @@
+//! `POST /v1/messages`: Anthropic's Messages API, streamed (`message_start`, content blocks,
+//! `message_delta`, `message_stop`, `ping`) and not, answered by whichever model the leg
+//! machinery routes to.
+
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use relay_wire::agent::{
+    AgentEvent, AgentRequest, Content, FinishReason, Message, MessageRole, MessageToolCall,
+    ToolCall, Usage,
+};
+use relay_wire::tools::ToolDef;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use super::{Api, errors};
+use crate::error::ApiError;
+use crate::http::state::AppState;
+use crate::providers::ToolChoice;
+
+/// A Messages request. Fields Relay does not use (`metadata`, `top_k`...) are ignored.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct MessagesRequest {
+    /// `auto` or a configured model name (see `GET /v1/models`).
+    pub model: String,
+    /// Required, as Anthropic requires it.
+    #[schema(minimum = 1)]
+    pub max_tokens: u32,
+    #[schema(min_items = 1)]
+    pub messages: Vec<MessageIn>,
+    /// A string or an array of `{type: "text", text}` blocks.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub system: Option<Value>,
+    #[serde(default)]
+    pub tools: Vec<ToolIn>,
+    /// `{type: "auto" | "any" | "none"}` or `{type: "tool", name}`, forwarded in the answering
+    /// provider's own form.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub tool_choice: Option<Value>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// Forwarded to the provider (the Responses API has none).
+    #[serde(default)]
+    pub stop_sequences: Option<Vec<String>>,
+    #[serde(default)]
+    pub stream: bool,
+}
+
+/// A `user` or `assistant` message.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct MessageIn {
+    pub role: String,
+    /// A string or blocks: `text`, `tool_use` (assistant), `tool_result` (user).
+    #[schema(value_type = Object)]
+    pub content: Value,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ToolIn {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[schema(value_type = Object)]
+    pub input_schema: Value,
+}
+
+/// A non-streamed answer (`type: "message"`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageOut {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub role: &'static str,
+    /// The configured model that answered (never `auto`).
+    pub model: String,
+    /// `text` and `tool_use` blocks.
+    #[schema(value_type = Vec<Object>)]
+    pub content: Vec<Value>,
+    /// `end_turn`, `max_tokens`, `tool_use` or `refusal`.
+    pub stop_reason: &'static str,
+    #[schema(value_type = Option<String>)]
+    pub stop_sequence: Option<String>,
+    pub usage: MessageUsage,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// `{type: "error", error: {type, message}}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AnthropicErrorBody {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[schema(value_type = Object)]
+    pub error: Value,
+}
+
+/// Anthropic Messages. The token is `x-api-key` or `Authorization: Bearer`.
+#[utoipa::path(post, path = "/v1/messages", tag = "compatible",
+    security(("bearer" = [])),
+    params(
+        ("x-api-key" = Option<String>, Header, description = "The token, as the Anthropic SDK sends it"),
+        ("anthropic-version" = Option<String>, Header, description = "Accepted and ignored"),
+        ("x-relay-project" = Option<String>, Header, description = "The project whose notes are injected"),
+        ("x-relay-git-remote" = Option<String>, Header, description = "Without x-relay-project: the project derived from the git remote"),
+        ("x-relay-cwd" = Option<String>, Header, description = "Without either: the project derived from the working directory"),
+    ),
+    request_body = MessagesRequest,
+    responses(
+        (status = 200, description = "A `message`, or with `stream: true` SSE events `message_start`, `content_block_start`/`delta`/`stop`, `message_delta`, `message_stop` (and `ping`); a failure after `message_start` is an `error` event. `x-relay-note-ids` lists the injected notes.",
+            body = MessageOut, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
+        (status = 400, description = "`invalid_request_error`", body = AnthropicErrorBody),
+        (status = 401, description = "`authentication_error`", body = AnthropicErrorBody),
+        (status = 403, description = "`permission_error`: the quota is used up", body = AnthropicErrorBody),
+        (status = 429, description = "`rate_limit_error`; see Retry-After", body = AnthropicErrorBody),
+        (status = 502, description = "Every model failed before answering", body = AnthropicErrorBody),
+        (status = 503, description = "No provider could be reached", body = AnthropicErrorBody),
+    ))]
+pub async fn messages(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    run(state, headers, body)
+        .await
+        .unwrap_or_else(|e| errors::respond(Api::Anthropic, e))
+}
+
+async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let arrived = Instant::now();
+    let caller = super::caller(&state, &headers, Api::Anthropic).await?;
+    let request: MessagesRequest = crate::http::extract::parse_json(&body)?;
+    let (leg_request, tools) = translate(&request)?;
+    let mut leg = super::leg(&leg_request, &tools, &headers)?;
+    leg.stop = request.stop_sequences.clone().unwrap_or_default();
+    leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
+    let opened = super::open(&state, &caller, &headers, &request.model, leg, arrived).await?;
+    let writer = Writer {
+        id: format!("msg_{}", hex::encode(rand::random::<[u8; 12]>())),
+        model: opened.model.clone(),
+        blocks: 0,
+        text_open: false,
+    };
+    super::answer(opened, request.stream, writer).await
+}
+
+fn bad(at: String, what: &str) -> ApiError {
+    ApiError::invalid(format!("{at}: {what}"))
+}
+
+/// The text of a string or of `text` blocks (a `tool_result`'s content, the system prompt).
+fn plain_text(value: &Value, at: &str) -> Result<String, ApiError> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Array(blocks) => blocks
+            .iter()
+            .map(|b| match (b["type"].as_str(), b["text"].as_str()) {
+                (Some("text"), Some(t)) => Ok(t),
+                _ => Err(bad(at.to_owned(), "only text blocks are supported here")),
+            })
+            .collect(),
+        Value::Null => Ok(String::new()),
+        _ => Err(bad(at.to_owned(), "must be a string or an array of blocks")),
+    }
+}
+
+/// `tool_choice`: `{type: "auto" | "any" | "none"}` or `{type: "tool", name}`.
+fn tool_choice(value: &Value) -> Result<ToolChoice, ApiError> {
+    match (value["type"].as_str(), value["name"].as_str()) {
+        (Some("auto"), _) => Ok(ToolChoice::Auto),
+        (Some("any"), _) => Ok(ToolChoice::Required),
+        (Some("none"), _) => Ok(ToolChoice::None),
+        (Some("tool"), Some(name)) => Ok(ToolChoice::Function(name.to_owned())),
+        _ => Err(ApiError::invalid(
+            "tool_choice must be {type: auto | any | none} or {type: \"tool\", name}",
+        )),
+    }
+}
+
+/// The request as a leg, and the caller's tools.
+fn translate(request: &MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), ApiError> {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if let Some(system) = &request.system {
+        let text = plain_text(system, "system")?;
+        if !text.is_empty() {
+            messages.push(message(MessageRole::System, Some(text)));
+        }
+    }
+    for (i, m) in request.messages.iter().enumerate() {
+        let blocks = match &m.content {
+            Value::String(s) => vec![json!({"type": "text", "text": s})],
+            Value::Array(blocks) => blocks.clone(),
+            _ => {
+                return Err(bad(
+                    format!("messages[{i}].content"),
+                    "must be a string or blocks",
+                ));
+            }
+        };
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        for (j, b) in blocks.iter().enumerate() {
+            let at = format!("messages[{i}].content[{j}]");
+            match (m.role.as_str(), b["type"].as_str()) {
+                (_, Some("text")) => text.push_str(b["text"].as_str().unwrap_or_default()),
+                ("assistant", Some("tool_use")) => calls.push(MessageToolCall::Flat(ToolCall {
+                    id: b["id"].as_str().unwrap_or_default().to_owned(),
+                    name: b["name"].as_str().unwrap_or_default().to_owned(),
+                    arguments: b.get("input").unwrap_or(&json!({})).to_string(),
+                })),
+                // Results answer the calls of the assistant message before, so they come first.
+                ("user", Some("tool_result")) => messages.push(Message {
+                    role: MessageRole::Tool,
+                    content: Some(Content::Text(plain_text(&b["content"], &at)?)),
+                    tool_calls: None,
+                    tool_call_id: b["tool_use_id"].as_str().map(str::to_owned),
+                }),
+                // Thinking is the model's own; it is not sent back to another model.
+                ("assistant", Some("thinking" | "redacted_thinking")) => {}
+                _ => return Err(bad(at, "unsupported block type for this role")),
+            }
+        }
+        match m.role.as_str() {
+            "user" if !text.is_empty() => messages.push(message(MessageRole::User, Some(text))),
+            "user" => {}
+            // Claude Code puts some reminders in `system` messages between the turns; they join
+            // the system text.
+            "system" if !text.is_empty() => messages.push(message(MessageRole::System, Some(text))),
+            "system" => {}
+            "assistant" => messages.push(Message {
+                role: MessageRole::Assistant,
+                content: (!text.is_empty()).then_some(Content::Text(text)),
+                tool_calls: (!calls.is_empty()).then_some(calls),
+                tool_call_id: None,
+            }),
+            other => {
+                return Err(bad(
+                    format!("messages[{i}].role"),
+                    &format!("`{other}` is not user, assistant or system"),
+                ));
+            }
+        }
+    }
+    let tools: Vec<ToolDef> = request
+        .tools
+        .iter()
+        .map(|t| ToolDef {
+            name: t.name.clone(),
+            description: t.description.clone().unwrap_or_default(),
+            parameters: t.input_schema.clone(),
+        })
+        .collect();
+    let leg = AgentRequest {
+        messages,
+        tools: tools.clone(),
+        tool_role: None,
+        model: Some(request.model.clone()),
+        project_id: None,
+        project: None,
+        cwd: None,
+        git_remote: None,
+        root: None,
+        max_tokens: Some(request.max_tokens),
+        temperature: request.temperature,
+    };
+    Ok((leg, tools))
+}
+
+fn message(role: MessageRole, text: Option<String>) -> Message {
+    Message {
+        role,
+        content: text.map(Content::Text),
+        tool_calls: None,
+        tool_call_id: None,
+    }
+}
+
+fn stop_reason(reason: FinishReason) -> &'static str {
+    match reason {
+        FinishReason::Stop => "end_turn",
+        FinishReason::Length => "max_tokens",
+        FinishReason::ContentFilter => "refusal",
+    }
+}
+
+fn tool_use(c: &ToolCall) -> Value {
+    let input: Value = serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!({}));
+    json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input})
+}
+
+/// Encodes one answer's events as Messages stream events or as one message.
+struct Writer {
+    id: String,
+    model: String,
+    /// Content blocks started so far (the next block's index).
+    blocks: usize,
+    text_open: bool,
+}
+
+impl Writer {
+    fn close_text(&mut self, out: &mut Vec<Bytes>) {
+        if self.text_open {
+            self.text_open = false;
+            out.push(event(
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": self.blocks - 1}),
+            ));
+        }
+    }
+
+    fn end(&mut self, out: &mut Vec<Bytes>, reason: &str, usage: &Usage) {
+        self.close_text(out);
+        out.push(event(
+            "message_delta",
+            &json!({"type": "message_delta",
+                "delta": {"stop_reason": reason, "stop_sequence": null},
+                "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}}),
+        ));
+        out.push(event("message_stop", &json!({"type": "message_stop"})));
+    }
+}
+
+impl super::Encoder for Writer {
+    type Complete = axum::Json<MessageOut>;
+
+    fn encode(&mut self, e: AgentEvent) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        match e {
+            AgentEvent::Start { .. } => out.push(event(
+                "message_start",
+                &json!({"type": "message_start", "message": {
+                    "id": self.id, "type": "message", "role": "assistant", "model": self.model,
+                    "content": [], "stop_reason": null, "stop_sequence": null,
+                    "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+            )),
+            AgentEvent::Text { text } => {
+                if !self.text_open {
+                    self.text_open = true;
+                    self.blocks += 1;
+                    out.push(event(
+                        "content_block_start",
+                        &json!({"type": "content_block_start", "index": self.blocks - 1,
+                            "content_block": {"type": "text", "text": ""}}),
+                    ));
+                }
+                out.push(event(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": self.blocks - 1,
+                        "delta": {"type": "text_delta", "text": text}}),
+                ));
+            }
+            // Anthropic's thinking blocks carry a signature only Anthropic can make.
+            AgentEvent::Reasoning { .. } => {}
+            AgentEvent::Ping => out.push(event("ping", &json!({"type": "ping"}))),
+            AgentEvent::Done {
+                finish_reason,
+                usage,
+            } => self.end(&mut out, stop_reason(finish_reason), &usage),
+            AgentEvent::ToolCalls { calls, usage } => {
+                self.close_text(&mut out);
+                for c in &calls {
+                    let index = self.blocks;
+                    self.blocks += 1;
+                    out.push(event(
+                        "content_block_start",
+                        &json!({"type": "content_block_start", "index": index,
+                            "content_block": {"type": "tool_use", "id": c.id, "name": c.name, "input": {}}}),
+                    ));
+                    out.push(event(
+                        "content_block_delta",
+                        &json!({"type": "content_block_delta", "index": index,
+                            "delta": {"type": "input_json_delta", "partial_json": c.arguments}}),
+                    ));
+                    out.push(event(
+                        "content_block_stop",
+                        &json!({"type": "content_block_stop", "index": index}),
+                    ));
+                }
+                self.end(&mut out, "tool_use", &usage);
+            }
+            AgentEvent::Error { error, message, .. } => out.push(event(
+                "error",
+                &errors::body(Api::Anthropic, error, &message),
+            )),
+        }
+        out
+    }
+
+    /// The non-streamed answer; a failure after the first output is an error answer.
+    fn complete(&self, collected: super::Collected) -> Result<axum::Json<MessageOut>, ApiError> {
+        let mut content = Vec::new();
+        if !collected.text.is_empty() {
+            content.push(json!({"type": "text", "text": collected.text}));
+        }
+        let (reason, usage) = match collected.terminal {
+            AgentEvent::Done {
+                finish_reason,
+                usage,
+            } => (stop_reason(finish_reason), usage),
+            AgentEvent::ToolCalls { calls, usage } => {
+                content.extend(calls.iter().map(tool_use));
+                ("tool_use", usage)
+            }
+            AgentEvent::Error { error, message, .. } => {
+                return Err(ApiError::new(error, message));
+            }
+            _ => return Err(ApiError::internal("a leg ended on a non-terminal event")),
+        };
+        Ok(axum::Json(MessageOut {
+            id: self.id.clone(),
+            kind: "message",
+            role: "assistant",
+            model: self.model.clone(),
+            content,
+            stop_reason: reason,
+            stop_sequence: None,
+            usage: MessageUsage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+            },
+        }))
+    }
+}
+
+/// `event: name\ndata: {json}\n\n`.
+fn event(name: &str, value: &Value) -> Bytes {
+    let mut out = format!("event: {name}\ndata: ").into_bytes();
+    out.extend(serde_json::to_vec(value).unwrap_or_default());
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}

@@ -1,0 +1,104 @@
+//! `POST /v1/messages/count_tokens`: Anthropic's token counting, which Claude Code calls through a
+//! gateway. When the model (or `auto`'s first) is on an `anthropic` provider, that provider's own
+//! endpoint counts, with its key and the upstream model name; otherwise, or if it fails, Relay
+//! estimates (about four characters a token over the system prompt, messages and tools). No quota
+//! unit is used either way.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::{Api, errors};
+use crate::error::ApiError;
+use crate::http::state::AppState;
+
+/// Characters per token in the estimate (English prose and code average about four).
+const CHARS_PER_TOKEN: usize = 4;
+
+/// `{input_tokens}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TokenCount {
+    /// The provider's count, or Relay's estimate: the request's text length over four, rounded up.
+    pub input_tokens: u64,
+}
+
+/// The characters of every string in `value`, with the keys when `keys` (tool schemas: the model
+/// reads them as text; a message's field names it does not).
+fn chars(value: &Value, keys: bool) -> usize {
+    match value {
+        Value::String(s) => s.chars().count(),
+        Value::Array(items) => items.iter().map(|v| chars(v, keys)).sum(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| if keys { k.len() } else { 0 } + chars(v, keys))
+            .sum(),
+        Value::Number(n) => n.to_string().len(),
+        Value::Bool(_) | Value::Null => 0,
+    }
+}
+
+/// The estimate for a Messages request body.
+pub fn estimate(body: &Value) -> u64 {
+    let text = chars(&body["system"], false)
+        + chars(&body["messages"], false)
+        + chars(&body["tools"], true);
+    text.div_ceil(CHARS_PER_TOKEN) as u64
+}
+
+/// Anthropic's token counting: the provider's own when it is Anthropic's API, else Relay's
+/// estimate. `?beta=true` is accepted.
+#[utoipa::path(post, path = "/v1/messages/count_tokens", tag = "compatible",
+    security(("bearer" = [])),
+    params(
+        ("x-api-key" = Option<String>, Header, description = "The token, as the Anthropic SDK sends it"),
+        ("anthropic-version" = Option<String>, Header, description = "Accepted and ignored"),
+    ),
+    request_body(content = Object, description = "A Messages request (`model`, `messages`, optional `system` and `tools`); `max_tokens` is not needed"),
+    responses(
+        (status = 200, description = "`{input_tokens}`: from an `anthropic` provider's own endpoint, else an estimate (about four characters a token over the text)", body = TokenCount),
+        (status = 400, description = "`invalid_request_error`", body = super::anthropic::AnthropicErrorBody),
+        (status = 401, description = "`authentication_error`", body = super::anthropic::AnthropicErrorBody),
+    ))]
+pub async fn count_tokens(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    run(state, headers, body)
+        .await
+        .unwrap_or_else(|e| errors::respond(Api::Anthropic, e))
+}
+
+async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    super::caller(&state, &headers, Api::Anthropic).await?;
+    let body: Value = crate::http::extract::parse_json(&body)?;
+    if !body["model"].is_string() {
+        return Err(ApiError::invalid("model: a string is required"));
+    }
+    if body["messages"].as_array().is_none_or(Vec::is_empty) {
+        return Err(ApiError::invalid("messages: a non-empty array is required"));
+    }
+    let input_tokens = match forwarded(&state, body.clone()).await {
+        Some(n) => n,
+        None => estimate(&body),
+    };
+    Ok(axum::Json(TokenCount { input_tokens }).into_response())
+}
+
+/// The count from the model's provider when it has a counting endpoint; `None` to estimate.
+async fn forwarded(state: &AppState, mut body: Value) -> Option<u64> {
+    let models = state.models();
+    let entry = models.resolve(body["model"].as_str())?.into_iter().next()?;
+    body["model"] = Value::String(entry.upstream.clone());
+    match entry.provider.count_tokens(body).await? {
+        Ok(n) => Some(n),
+        Err(e) => {
+            tracing::warn!(provider = %entry.provider_name, error = e.kind(), "count_tokens failed upstream; estimating");
+            None
+        }
+    }
+}

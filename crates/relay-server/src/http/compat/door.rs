@@ -1,0 +1,122 @@
+//! The one request → leg → answer sequence every compatible API runs, generic over the API's
+//! translation: a new inbound API is a `Door` (parse and translate its request, encode a leg's
+//! events in its own wire format) and nothing else.
+//!
+//! The sequence: the caller (401 before anything is read), the body parsed as the API's request,
+//! the request translated into a validated leg (400 naming the field), the leg opened through
+//! routing, fallback, rate limit, quota and notes (`agent::open_leg`, which refunds the unit when
+//! no model answers), then the answer streamed as SSE or collected whole, with the notes receipt.
+//! Every error before the first byte is answered in the API's own error shape.
+
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use futures::StreamExt;
+use relay_wire::agent::AgentEvent;
+use serde::de::DeserializeOwned;
+
+use super::{Api, errors};
+use crate::http::agent::ValidLeg;
+use crate::error::ApiError;
+use crate::http::state::AppState;
+
+/// What a door makes of its request: the leg to run and what its answer needs to know.
+pub struct Translated<C> {
+    pub leg: ValidLeg,
+    /// `auto` or a configured model name.
+    pub model: String,
+    pub stream: bool,
+    /// The door's own context for encoding the answer (tool name mappings, echoed fields).
+    pub context: C,
+}
+
+/// One inbound API's translation.
+pub trait Door {
+    /// Whose error shape and identity headers the door uses.
+    const API: Api;
+    /// The API's request body.
+    type Request: DeserializeOwned;
+    /// What the encoder needs besides the answering model.
+    type Context: Send + 'static;
+    /// The encoder of one answer.
+    type Answer: Answer;
+
+    /// The request as a leg; `headers` give the project for notes.
+    fn translate(
+        request: Self::Request,
+        headers: &HeaderMap,
+    ) -> Result<Translated<Self::Context>, ApiError>;
+
+    /// The encoder for an answer from `model` (the configured model that answered).
+    fn answer(context: Self::Context, model: String) -> Self::Answer;
+}
+
+/// The encoding of one leg's events, fed in order; the same encoder serves both answer forms.
+pub trait Answer: Send + 'static {
+    /// One event as the stream's wire chunks (possibly none). Non-streamed answers feed every event
+    /// too and drop the chunks, so the encoder keeps whatever the whole answer needs.
+    fn event(&mut self, event: AgentEvent) -> Vec<Bytes>;
+    /// The stream ended: chunks that close it if no terminal event came (the leg machinery always
+    /// ends with one; this is the guard that a stream never ends without its terminal form).
+    fn end(&mut self) -> Vec<Bytes>;
+    /// The whole answer once every event was fed; a leg that failed is an error answer.
+    fn whole(self) -> Result<Response, ApiError>;
+}
+
+/// Serves one request through `D`: the handler of a compatible route is this call.
+pub async fn serve<D: Door>(state: AppState, headers: HeaderMap, body: Bytes) -> Response {
+    run::<D>(state, headers, body)
+        .await
+        .unwrap_or_else(|e| errors::respond(D::API, e))
+}
+
+async fn run<D: Door>(
+    state: AppState,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let arrived = Instant::now();
+    let caller = super::caller(&state, &headers, D::API).await?;
+    let request: D::Request = crate::http::extract::parse_json(&body)?;
+    let translated = D::translate(request, &headers)?;
+    let opened = super::open(
+        &state,
+        &caller,
+        &headers,
+        &translated.model,
+        translated.leg,
+        arrived,
+    )
+    .await?;
+    let mut answer = D::answer(translated.context, opened.model.clone());
+    let response = if translated.stream {
+        let events = opened
+            .events
+            .map(Some)
+            .chain(futures::stream::once(async { None }));
+        super::sse(
+            events
+                .flat_map(move |e| {
+                    futures::stream::iter(match e {
+                        Some(event) => answer.event(event),
+                        None => answer.end(),
+                    })
+                })
+                .boxed(),
+        )
+    } else {
+        let mut events = opened.events;
+        while let Some(event) = events.next().await {
+            let terminal = event.is_terminal();
+            answer.event(event);
+            if terminal {
+                break;
+            }
+        }
+        answer.end();
+        answer.whole()?
+    };
+    Ok(super::with_receipt(response, &opened.note_ids))
+}

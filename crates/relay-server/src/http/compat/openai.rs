@@ -1,0 +1,446 @@
+//! `POST /v1/chat/completions`: OpenAI's Chat Completions, streamed (SSE `data:` chunks ending
+//! with `[DONE]`) and not, answered by whichever model the leg machinery routes to.
+
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use relay_wire::agent::{
+    AgentEvent, AgentRequest, Content, FinishReason, Message, MessageRole, MessageToolCall,
+    NestedToolCall, ToolCall, Usage,
+};
+use relay_wire::tools::ToolDef;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use super::{Api, errors};
+use crate::error::ApiError;
+use crate::http::state::AppState;
+use crate::providers::ToolChoice;
+
+/// A Chat Completions request. Fields Relay does not use (`n`, `user`, `seed`...) are ignored.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ChatCompletionRequest {
+    /// `auto` or a configured model name (see `GET /v1/models`).
+    pub model: String,
+    #[schema(min_items = 1)]
+    pub messages: Vec<ChatMessageIn>,
+    #[serde(default)]
+    pub tools: Vec<ChatTool>,
+    /// `auto`, `none`, `required` or `{type: "function", function: {name}}`, forwarded in the
+    /// answering provider's own form.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub tool_choice: Option<Value>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Preferred over `max_tokens` when both are given.
+    #[serde(default)]
+    pub max_completion_tokens: Option<u32>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// A string or up to 4 strings, forwarded to the provider (the Responses API has none).
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub stop: Option<Value>,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct StreamOptions {
+    /// Adds a last chunk with `usage` and no choices.
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// A message of any role: `system`/`developer`, `user`, `assistant`, `tool`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ChatMessageIn {
+    pub role: String,
+    /// A string, an array of `{type: "text", text}` parts, or null on an assistant message with tool calls.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub content: Option<Value>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<NestedToolCall>>,
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+}
+
+/// `{type: "function", function: {name, description, parameters}}`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ChatTool {
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    pub function: FunctionDef,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct FunctionDef {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub parameters: Option<Value>,
+}
+
+/// A non-streamed answer (`object: "chat.completion"`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatCompletion {
+    pub id: String,
+    pub object: &'static str,
+    pub created: i64,
+    /// The configured model that answered (never `auto`).
+    pub model: String,
+    pub choices: Vec<Choice>,
+    pub usage: CompletionUsage,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Choice {
+    pub index: u32,
+    pub message: AssistantMessage,
+    /// `stop`, `length`, `tool_calls` or `content_filter`.
+    pub finish_reason: &'static str,
+    #[schema(value_type = Object)]
+    pub logprobs: Option<Value>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AssistantMessage {
+    pub role: &'static str,
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<NestedToolCall>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CompletionUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+/// `{error: {message, type, param, code}}`; `code` is Relay's machine code.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OpenAiErrorBody {
+    #[schema(value_type = Object)]
+    pub error: Value,
+}
+
+/// OpenAI Chat Completions.
+#[utoipa::path(post, path = "/v1/chat/completions", tag = "compatible",
+    security(("bearer" = [])),
+    params(
+        ("x-relay-project" = Option<String>, Header, description = "The project whose notes are injected"),
+        ("x-relay-git-remote" = Option<String>, Header, description = "Without x-relay-project: the project derived from the git remote"),
+        ("x-relay-cwd" = Option<String>, Header, description = "Without either: the project derived from the working directory"),
+    ),
+    request_body = ChatCompletionRequest,
+    responses(
+        (status = 200, description = "A `chat.completion`, or with `stream: true` SSE `chat.completion.chunk`s then `data: [DONE]`; a failure after the first chunk is a `data: {error}` chunk. `x-relay-note-ids` lists the injected notes.",
+            body = ChatCompletion, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
+        (status = 400, description = "`invalid_request_error`", body = OpenAiErrorBody),
+        (status = 401, description = "`authentication_error`", body = OpenAiErrorBody),
+        (status = 403, description = "`permission_error` with code `quota_exceeded`", body = OpenAiErrorBody),
+        (status = 429, description = "`rate_limit_error`; see Retry-After", body = OpenAiErrorBody),
+        (status = 502, description = "Every model failed before answering", body = OpenAiErrorBody),
+        (status = 503, description = "No provider could be reached", body = OpenAiErrorBody),
+    ))]
+pub async fn chat_completions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    run(state, headers, body)
+        .await
+        .unwrap_or_else(|e| errors::respond(Api::OpenAi, e))
+}
+
+async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let arrived = Instant::now();
+    let caller = super::caller(&state, &headers, Api::OpenAi).await?;
+    let request: ChatCompletionRequest = crate::http::extract::parse_json(&body)?;
+    let (leg_request, tools) = translate(&request)?;
+    let mut leg = super::leg(&leg_request, &tools, &headers)?;
+    leg.stop = stop(request.stop.as_ref())?;
+    leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
+    let opened = super::open(&state, &caller, &headers, &request.model, leg, arrived).await?;
+    let writer = Writer {
+        id: format!("chatcmpl-{}", hex::encode(rand::random::<[u8; 12]>())),
+        created: super::now_secs(),
+        model: opened.model.clone(),
+        include_usage: request.stream_options.is_some_and(|o| o.include_usage),
+    };
+    super::answer(opened, request.stream, writer).await
+}
+
+/// The request as a leg, and the caller's tools.
+fn translate(request: &ChatCompletionRequest) -> Result<(AgentRequest, Vec<ToolDef>), ApiError> {
+    let mut messages = Vec::with_capacity(request.messages.len());
+    for (i, m) in request.messages.iter().enumerate() {
+        let role = match m.role.as_str() {
+            "system" | "developer" => MessageRole::System,
+            "user" => MessageRole::User,
+            "assistant" => MessageRole::Assistant,
+            "tool" => MessageRole::Tool,
+            other => {
+                return Err(ApiError::invalid(format!(
+                    "messages[{i}].role `{other}` is not one of system, developer, user, assistant, tool"
+                )));
+            }
+        };
+        messages.push(Message {
+            role,
+            content: content(m.content.as_ref())
+                .map_err(|what| ApiError::invalid(format!("messages[{i}].content: {what}")))?,
+            tool_calls: m
+                .tool_calls
+                .as_ref()
+                .map(|calls| calls.iter().cloned().map(MessageToolCall::Nested).collect()),
+            tool_call_id: m.tool_call_id.clone(),
+        });
+    }
+    let tools: Vec<ToolDef> = request
+        .tools
+        .iter()
+        .map(|t| ToolDef {
+            name: t.function.name.clone(),
+            description: t.function.description.clone().unwrap_or_default(),
+            parameters: t
+                .function
+                .parameters
+                .clone()
+                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+        })
+        .collect();
+    let leg = AgentRequest {
+        messages,
+        tools: tools.clone(),
+        tool_role: None,
+        model: Some(request.model.clone()),
+        project_id: None,
+        project: None,
+        cwd: None,
+        git_remote: None,
+        root: None,
+        max_tokens: request.max_completion_tokens.or(request.max_tokens),
+        temperature: request.temperature,
+    };
+    Ok((leg, tools))
+}
+
+/// `stop`: a string or an array of up to 4 strings.
+fn stop(value: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    let bad = || ApiError::invalid("stop must be a string or an array of up to 4 strings");
+    match value {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(vec![s.clone()]),
+        Some(Value::Array(items)) if items.len() <= 4 => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_owned).ok_or_else(bad))
+            .collect(),
+        Some(_) => Err(bad()),
+    }
+}
+
+/// `tool_choice`: `auto`, `none`, `required` or `{type: "function", function: {name}}`.
+fn tool_choice(value: &Value) -> Result<ToolChoice, ApiError> {
+    match (
+        value.as_str(),
+        value["type"].as_str(),
+        value["function"]["name"].as_str(),
+    ) {
+        (Some("auto"), ..) => Ok(ToolChoice::Auto),
+        (Some("none"), ..) => Ok(ToolChoice::None),
+        (Some("required"), ..) => Ok(ToolChoice::Required),
+        (None, Some("function"), Some(name)) => Ok(ToolChoice::Function(name.to_owned())),
+        _ => Err(ApiError::invalid(
+            "tool_choice must be auto, none, required or {type: \"function\", function: {name}}",
+        )),
+    }
+}
+
+/// A string, or text parts joined; other part kinds (images, audio) are refused.
+fn content(value: Option<&Value>) -> Result<Option<Content>, String> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(Content::Text(s.clone()))),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for part in parts {
+                match (part.get("type").and_then(Value::as_str), part.get("text")) {
+                    (Some("text"), Some(Value::String(t))) => text.push_str(t),
+                    _ => {
+                        return Err(
+                            "only text parts (`{type: \"text\", text}`) are supported".into()
+                        );
+                    }
+                }
+            }
+            Ok(Some(Content::Text(text)))
+        }
+        Some(_) => Err("must be a string or an array of text parts".into()),
+    }
+}
+
+fn finish_name(reason: FinishReason) -> &'static str {
+    match reason {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::ContentFilter => "content_filter",
+    }
+}
+
+fn usage_of(u: &Usage) -> CompletionUsage {
+    CompletionUsage {
+        prompt_tokens: u.input_tokens,
+        completion_tokens: u.output_tokens,
+        total_tokens: u.input_tokens + u.output_tokens,
+    }
+}
+
+fn nested(c: &ToolCall) -> NestedToolCall {
+    NestedToolCall {
+        id: c.id.clone(),
+        kind: Some("function".into()),
+        function: relay_wire::agent::NestedFunction {
+            name: c.name.clone(),
+            arguments: c.arguments.clone(),
+        },
+    }
+}
+
+/// Encodes one answer's events as Chat Completions chunks or as one completion.
+struct Writer {
+    id: String,
+    created: i64,
+    model: String,
+    include_usage: bool,
+}
+
+impl Writer {
+    fn chunk(&self, delta: Value, finish_reason: Option<&str>) -> Bytes {
+        data(&json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": null}],
+        }))
+    }
+
+    /// The end of a stream: the finish chunk, the usage chunk when asked for, `[DONE]`.
+    fn end(&self, finish_reason: &str, usage: &Usage) -> Vec<Bytes> {
+        let mut out = vec![self.chunk(json!({}), Some(finish_reason))];
+        if self.include_usage {
+            out.push(data(&json!({
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [],
+                "usage": usage_of(usage),
+            })));
+        }
+        out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+        out
+    }
+}
+
+impl super::Encoder for Writer {
+    type Complete = axum::Json<ChatCompletion>;
+
+    fn encode(&mut self, event: AgentEvent) -> Vec<Bytes> {
+        match event {
+            AgentEvent::Start { .. } => {
+                vec![self.chunk(json!({"role": "assistant", "content": ""}), None)]
+            }
+            AgentEvent::Text { text } => vec![self.chunk(json!({"content": text}), None)],
+            // Where compatible servers put visible reasoning; OpenAI's SDK keeps unknown fields.
+            AgentEvent::Reasoning { text } => {
+                vec![self.chunk(json!({"reasoning_content": text}), None)]
+            }
+            AgentEvent::Ping => vec![Bytes::from_static(b": ping\n\n")],
+            AgentEvent::Done {
+                finish_reason,
+                usage,
+            } => self.end(finish_name(finish_reason), &usage),
+            AgentEvent::ToolCalls { calls, usage } => {
+                // The first delta of each call carries its id and name, the next its arguments,
+                // as OpenAI streams them; parallel calls keep their indices.
+                let mut out = Vec::with_capacity(calls.len() * 2 + 3);
+                for (index, c) in calls.iter().enumerate() {
+                    out.push(self.chunk(
+                        json!({"tool_calls": [{"index": index, "id": c.id, "type": "function",
+                            "function": {"name": c.name, "arguments": ""}}]}),
+                        None,
+                    ));
+                    out.push(self.chunk(
+                        json!({"tool_calls": [{"index": index, "function": {"arguments": c.arguments}}]}),
+                        None,
+                    ));
+                }
+                out.extend(self.end("tool_calls", &usage));
+                out
+            }
+            AgentEvent::Error { error, message, .. } => {
+                vec![data(&errors::body(Api::OpenAi, error, &message))]
+            }
+        }
+    }
+
+    /// The non-streamed answer; a failure after the first output is an error answer.
+    fn complete(
+        &self,
+        collected: super::Collected,
+    ) -> Result<axum::Json<ChatCompletion>, ApiError> {
+        let (finish_reason, tool_calls, usage) = match collected.terminal {
+            AgentEvent::Done {
+                finish_reason,
+                usage,
+            } => (finish_name(finish_reason), Vec::new(), usage),
+            AgentEvent::ToolCalls { calls, usage } => {
+                ("tool_calls", calls.iter().map(nested).collect(), usage)
+            }
+            AgentEvent::Error { error, message, .. } => {
+                return Err(ApiError::new(error, message));
+            }
+            _ => return Err(ApiError::internal("a leg ended on a non-terminal event")),
+        };
+        let content =
+            (!collected.text.is_empty() || tool_calls.is_empty()).then_some(collected.text);
+        Ok(axum::Json(ChatCompletion {
+            id: self.id.clone(),
+            object: "chat.completion",
+            created: self.created,
+            model: self.model.clone(),
+            choices: vec![Choice {
+                index: 0,
+                message: AssistantMessage {
+                    role: "assistant",
+                    content,
+                    tool_calls,
+                },
+                finish_reason,
+                logprobs: None,
+            }],
+            usage: usage_of(&usage),
+        }))
+    }
+}
+
+/// `data: {json}\n\n`.
+fn data(value: &Value) -> Bytes {
+    let mut out = b"data: ".to_vec();
+    out.extend(serde_json::to_vec(value).unwrap_or_default());
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}

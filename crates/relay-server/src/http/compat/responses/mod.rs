@@ -1,0 +1,96 @@
+//! `POST /v1/responses`: OpenAI's Responses API (what Codex CLI and `client.responses` speak),
+//! streamed and not, answered by whichever model the leg machinery routes to. Relay keeps no
+//! responses: each request carries its whole conversation.
+
+pub mod request;
+pub mod stream;
+pub mod tools;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::{Map, Value, json};
+
+use super::Api;
+use super::door::{self, Door, Translated};
+use crate::error::ApiError;
+use crate::http::state::AppState;
+pub use request::ResponsesRequest;
+
+/// The Responses door.
+pub struct Responses;
+
+/// What the answer needs: the tool name table and the request fields the response echoes.
+pub struct Context {
+    names: tools::Names,
+    echo: Value,
+}
+
+impl Door for Responses {
+    const API: Api = Api::OpenAi;
+    type Request = ResponsesRequest;
+    type Context = Context;
+    type Answer = stream::Writer;
+
+    fn translate(
+        request: ResponsesRequest,
+        headers: &HeaderMap,
+    ) -> Result<Translated<Context>, ApiError> {
+        let leg_request = request::leg_request(&request)?;
+        let (offered, names) = tools::offer(&request.tools)?;
+        let mut leg = super::leg(&leg_request, &offered, headers)?;
+        leg.tool_choice = request
+            .tool_choice
+            .as_ref()
+            .map(tools::choice)
+            .transpose()?;
+        let mut echo = Map::new();
+        echo.insert("instructions".into(), json!(request.instructions));
+        echo.insert("tools".into(), Value::Array(request.tools));
+        echo.insert(
+            "tool_choice".into(),
+            request.tool_choice.unwrap_or_else(|| json!("auto")),
+        );
+        echo.insert("max_output_tokens".into(), json!(request.max_output_tokens));
+        echo.insert("temperature".into(), json!(request.temperature));
+        echo.insert("previous_response_id".into(), Value::Null);
+        echo.insert("store".into(), json!(false));
+        Ok(Translated {
+            leg,
+            model: request.model,
+            stream: request.stream,
+            context: Context {
+                names,
+                echo: Value::Object(echo),
+            },
+        })
+    }
+
+    fn answer(context: Context, model: String) -> stream::Writer {
+        stream::Writer::new(model, context.names, context.echo)
+    }
+}
+
+/// OpenAI Responses. The token is `Authorization: Bearer`.
+#[utoipa::path(post, path = "/v1/responses", tag = "compatible",
+    security(("bearer" = [])),
+    params(
+        ("x-relay-project" = Option<String>, Header, description = "The project whose notes are injected"),
+        ("x-relay-git-remote" = Option<String>, Header, description = "Without x-relay-project: the project derived from the git remote"),
+        ("x-relay-cwd" = Option<String>, Header, description = "Without either: the project derived from the working directory"),
+    ),
+    request_body = ResponsesRequest,
+    responses(
+        (status = 200, description = "A `response` object, or with `stream: true` SSE events `response.created`, `response.in_progress`, per output item `response.output_item.added`/`.done` with its `output_text`, `reasoning_summary_text`, `function_call_arguments` or `custom_tool_call_input` deltas, then exactly one of `response.completed`, `response.incomplete`, `response.failed`; every event has a rising `sequence_number`. `x-relay-note-ids` lists the injected notes.",
+            body = Object, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
+        (status = 400, description = "`invalid_request_error` naming the field (also `previous_response_id`: Relay keeps no responses)", body = super::openai::OpenAiErrorBody),
+        (status = 401, description = "`authentication_error`", body = super::openai::OpenAiErrorBody),
+        (status = 403, description = "`permission_error` with code `quota_exceeded`", body = super::openai::OpenAiErrorBody),
+        (status = 429, description = "`rate_limit_error`; see Retry-After", body = super::openai::OpenAiErrorBody),
+        (status = 502, description = "Every model failed before answering", body = super::openai::OpenAiErrorBody),
+        (status = 503, description = "No provider could be reached", body = super::openai::OpenAiErrorBody),
+    ))]
+pub async fn responses(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    door::serve::<Responses>(state, headers, body).await
+}

@@ -1,0 +1,93 @@
+//! The API's index: every route Relay serves, each registered with its documentation.
+//!
+//! Routes are added only through `routes!`, which takes the handler's `#[utoipa::path]`, so a route
+//! cannot exist without its entry in `/openapi.json` and `/docs`. `tests/api/docs.rs` fails the build
+//! if a route is added any other way.
+
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::{
+    accounts, admin, agent, compat, console, docs, health, memory, metrics, search, suggest,
+    waitlist,
+};
+use crate::http::state::AppState;
+
+pub fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(docs::base())
+        // Accounts (spec §4.1, §5)
+        .routes(routes!(accounts::signup))
+        .routes(routes!(accounts::signin))
+        .routes(routes!(accounts::signout))
+        .routes(routes!(accounts::get_me))
+        .routes(routes!(waitlist::join_waitlist))
+        // Account administration (issue 16)
+        .routes(routes!(admin::list_users))
+        .routes(routes!(admin::patch_user, admin::delete_user))
+        // Agent streaming (spec §4.2, §2.8, §2.9)
+        .routes(with_body_limit(
+            routes!(agent::stream_leg),
+            agent::BODY_LIMIT,
+        ))
+        .routes(routes!(agent::get_tools))
+        // OpenAI- and Anthropic-compatible endpoints (issue 15)
+        .routes(routes!(compat::models::list_models))
+        .routes(with_body_limit(
+            routes!(compat::openai::chat_completions),
+            compat::BODY_LIMIT,
+        ))
+        .routes(with_body_limit(
+            routes!(compat::anthropic::messages),
+            compat::BODY_LIMIT,
+        ))
+        // Codex and the Responses API; Claude Code's token counting (issue 33)
+        .routes(with_body_limit(
+            routes!(compat::responses::responses),
+            compat::BODY_LIMIT,
+        ))
+        .routes(with_body_limit(
+            routes!(compat::count_tokens::count_tokens),
+            compat::BODY_LIMIT,
+        ))
+        // Project memory (spec §4.4)
+        .routes(routes!(memory::remember))
+        .routes(routes!(memory::get_recall, memory::post_recall))
+        .routes(routes!(memory::list_notes))
+        .routes(routes!(memory::delete_notes))
+        .routes(routes!(memory::delete_all_notes))
+        .routes(routes!(memory::delete_note, memory::patch_note))
+        // Suggestions and web search (spec §4.1, §4.3)
+        .routes(routes!(suggest::suggest))
+        .routes(routes!(search::search))
+        // Operations (spec §4.3)
+        .routes(routes!(health::get_healthz))
+        .routes(routes!(health::get_readyz))
+        .routes(routes!(metrics::get_metrics))
+        .routes(routes!(docs::get_openapi))
+        .routes(routes!(docs::get_docs))
+        .routes(routes!(docs::get_docs_asset))
+        // The web console (issue 16)
+        .routes(routes!(console::get_console))
+        .routes(routes!(console::get_console_asset))
+}
+
+/// Lets one route take larger bodies than the 1 MiB every other route is held to.
+fn with_body_limit(
+    (schemas, paths, router): utoipa_axum::router::UtoipaMethodRouter<AppState>,
+    limit: usize,
+) -> utoipa_axum::router::UtoipaMethodRouter<AppState> {
+    (
+        schemas,
+        paths,
+        router.layer(axum::extract::DefaultBodyLimit::max(limit)),
+    )
+}
+
+/// The OpenAPI document alone, as `relay openapi` prints it.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = api().into_openapi();
+    docs::add_unauthorized_responses(&mut doc);
+    docs::add_guard_responses(&mut doc);
+    crate::http::openapi_examples::add_examples(&mut doc);
+    doc
+}
