@@ -192,8 +192,15 @@ pub enum AgentEvent {
     },
     /// A piece of the answer.
     Text { text: String },
-    /// A piece of the model's visible reasoning.
-    Reasoning { text: String },
+    /// A piece of the model's visible reasoning. Anthropic's thinking blocks end with a line
+    /// carrying `signature` (and empty `text`); an encrypted block is one line with `redacted`.
+    Reasoning {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        redacted: Option<String>,
+    },
     /// Keep-alive after 15 s without another line.
     Ping,
     /// Terminal: the model wants tools run by the client.

@@ -77,9 +77,10 @@ pub async fn open_leg(
     caller: &Caller,
     request_id: String,
     model: Option<&str>,
-    leg: ValidLeg,
+    mut leg: ValidLeg,
     arrived: Instant,
 ) -> ApiResult<Opened> {
+    leg.key_cache(caller.user_id());
     let chain = state.models().resolve(model).ok_or_else(|| {
         ApiError::new(
             ErrorCode::UnknownModel,

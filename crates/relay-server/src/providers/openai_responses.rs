@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::endpoint::{Endpoint, KeyHeader};
 use super::lanes::Lanes;
+use super::passthrough;
 use super::sse::{self, EventNormaliser, parse_json};
 use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
@@ -51,7 +52,9 @@ impl Provider for OpenAiResponsesProvider {
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         let url = self.endpoint.url("/responses")?;
-        let response = self.endpoint.post_sse(url, &body(&request), &[]).await?;
+        let send_key = self.endpoint.base_url().contains("api.openai.com");
+        let body = passthrough::responses_body(&request, body(&request), send_key);
+        let response = self.endpoint.post_sse(url, &body, &[]).await?;
         Ok(sse::stream_response(response, Normaliser::default()))
     }
 }
@@ -89,7 +92,7 @@ pub fn body(request: &ChatRequest) -> Value {
         "stream": true,
         "store": false,
     });
-    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
+    if let Some(system) = request.system_text().filter(|s| !s.is_empty()) {
         body["instructions"] = json!(system);
     }
     if !request.tools.is_empty() {

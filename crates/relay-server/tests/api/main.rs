@@ -6,6 +6,8 @@ mod accounts;
 mod admin;
 mod agent;
 mod agent_faults;
+mod caching;
+mod caching_fake;
 mod compat;
 mod compat_controls;
 mod compat_sdk;

@@ -198,7 +198,7 @@ impl Session {
                         }
                         text.push_str(&piece);
                     }
-                    AgentEvent::Reasoning { text } => {
+                    AgentEvent::Reasoning { text, .. } => {
                         self.reasoning(&text);
                         thinking = true;
                     }
