@@ -154,8 +154,12 @@ pub struct ToolCall {
 /// The provider's token counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
 pub struct Usage {
+    /// Every prompt token, those read from or written to the provider's prompt cache included.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Prompt tokens read from the provider's prompt cache (Anthropic's
+    /// `cache_read_input_tokens`, OpenAI's `cached_tokens`, Gemini's `cachedContentTokenCount`);
+    /// part of `input_tokens`. Absent when the provider reported none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_tokens: Option<u64>,
     /// Prompt tokens written to the provider's prompt cache (Anthropic's

@@ -255,6 +255,74 @@ mod tests {
         assert!(body["messages"][2]["content"][0]["cache_control"].is_object());
     }
 
+    fn request(family: Family, body: Value, notes: Option<&str>) -> ChatRequest {
+        ChatRequest {
+            model: "up".into(),
+            notes: notes.map(str::to_owned),
+            cache_key: Some("relay-k".into()),
+            passthrough: Some(std::sync::Arc::new(Passthrough {
+                family,
+                body: map(body),
+                anthropic_beta: None,
+            })),
+            ..ChatRequest::default()
+        }
+    }
+
+    #[test]
+    fn a_responses_client_reaches_a_responses_provider_whole_with_the_notes_after_its_instructions()
+    {
+        let client = json!({"model": "auto", "instructions": "Be brief.", "input": [{"type": "message", "role": "user", "content": "hi"}],
+            "reasoning": {"effort": "high"}, "prompt_cache_key": "mine", "store": false});
+        let r = request(
+            Family::Responses,
+            client.clone(),
+            Some("<project-notes>n</project-notes>"),
+        );
+        let sent = responses_body(&r, json!({"translated": true}), true);
+        assert_eq!(
+            sent["instructions"],
+            "Be brief.\n\n<project-notes>n</project-notes>"
+        );
+        assert_eq!(
+            (&sent["model"], &sent["stream"]),
+            (&json!("up"), &json!(true))
+        );
+        assert_eq!(
+            (&sent["reasoning"], &sent["input"]),
+            (&client["reasoning"], &client["input"])
+        );
+        // The client's own key wins over Relay's.
+        assert_eq!(sent["prompt_cache_key"], "mine");
+        // Another family's provider gets the translation, with Relay's key where it is sent.
+        let sent = chat_body(&r, json!({"translated": true}), true);
+        assert_eq!(
+            sent,
+            json!({"translated": true, "prompt_cache_key": "relay-k"})
+        );
+        assert_eq!(chat_body(&r, json!({}), false), json!({}));
+    }
+
+    #[test]
+    fn a_chat_client_keeps_its_messages_with_the_notes_after_its_system_messages() {
+        let client = json!({"model": "auto", "messages": [{"role": "system", "content": "s"},
+            {"role": "developer", "content": "d"}, {"role": "user", "content": "u"}], "top_p": 0.5});
+        let r = request(Family::ChatCompletions, client, Some("notes"));
+        let sent = chat_body(&r, json!(null), true);
+        let roles: Vec<&str> = sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["s", "d", "notes", "u"]);
+        assert_eq!(
+            (&sent["top_p"], &sent["stream_options"]),
+            (&json!(0.5), &json!({"include_usage": true}))
+        );
+        assert_eq!(sent["prompt_cache_key"], "relay-k");
+    }
+
     #[test]
     fn a_client_that_marks_its_own_prefix_keeps_it_as_it_is() {
         let mut body = map(json!({

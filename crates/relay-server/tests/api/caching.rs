@@ -469,3 +469,25 @@ async fn cached_tokens_are_counted_by_kind_in_metrics() {
         "{metrics}"
     );
 }
+
+#[tokio::test]
+async fn a_chat_completions_call_to_an_anthropic_provider_gets_breakpoints_and_reads_the_cache() {
+    let fake = CachingUpstream::start().await;
+    let app = app(&fake).await;
+    for mut req in chat_requests(6) {
+        req["model"] = json!("a");
+        let answer = via_relay(&app, "/v1/chat/completions", &req, false).await;
+        let (total, read, _) = *fake.counts().last().unwrap();
+        assert_eq!(answer["usage"]["prompt_tokens"], total);
+        assert_eq!(
+            answer["usage"]["prompt_tokens_details"],
+            json!({"cached_tokens": read})
+        );
+    }
+    let sent = fake.bodies().pop().unwrap();
+    assert_eq!(
+        sent["system"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+    assert!(fake.cache_share() > 0.6, "{}", fake.cache_share());
+}
