@@ -8,6 +8,7 @@ mod agent;
 mod agent_faults;
 mod caching;
 mod caching_fake;
+mod claude_code;
 mod compat;
 mod compat_controls;
 mod compat_sdk;
