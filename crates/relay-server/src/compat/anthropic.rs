@@ -23,10 +23,8 @@ use crate::providers::ToolChoice;
 use crate::providers::passthrough::Family;
 use crate::state::AppState;
 
-/// A Messages request. Relay reads the fields below; every field it does not own (`thinking`,
-/// `metadata`, `top_k`, `top_p`, `service_tier`, `cache_control` on tools, system and message
-/// blocks, signed `thinking`/`redacted_thinking` blocks) reaches an `anthropic` provider
-/// unchanged, and is translated where another provider answers.
+/// A Messages request. Fields Relay does not own (`thinking`, `metadata`, `top_k`, `cache_control`,
+/// signed thinking blocks...) reach an `anthropic` provider unchanged.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct MessagesRequest {
     /// `auto` or a configured model name (see `GET /v1/models`).
@@ -93,8 +91,7 @@ pub struct MessageOut {
     pub usage: MessageUsage,
 }
 
-/// As Anthropic counts: `input_tokens` excludes the prompt tokens read from or written to the
-/// prompt cache, which are counted apart.
+/// As Anthropic counts: `input_tokens` excludes the cache reads and writes, counted apart.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MessageUsage {
     pub input_tokens: u64,
@@ -365,7 +362,6 @@ impl Writer {
         redacted: Option<String>,
     ) {
         if let Some(data) = redacted {
-            self.close(out);
             self.open(
                 out,
                 "redacted_thinking",

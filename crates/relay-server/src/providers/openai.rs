@@ -105,10 +105,8 @@ impl Provider for OpenAiProvider {
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         let url = self.endpoint.url("/chat/completions")?;
-        let translated = serde_json::to_value(self.body(&request))
-            .map_err(|_| ProviderError::Connect("the request could not be built".into()))?;
-        let send_key = self.endpoint.base_url().contains("api.openai.com");
-        let body = passthrough::chat_body(&request, translated, send_key);
+        let translated = serde_json::to_value(self.body(&request)).unwrap_or_default();
+        let body = passthrough::chat_body(&request, translated, self.endpoint.base_url());
         let response = self.endpoint.post_sse(url, &body, &[]).await?;
         Ok(sse::stream_response(response, Normaliser::new()))
     }
@@ -116,12 +114,10 @@ impl Provider for OpenAiProvider {
 
 fn messages(request: &ChatRequest) -> Vec<WireMessage<'_>> {
     let mut out = Vec::with_capacity(request.messages.len() + 1);
-    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
-        out.push(WireMessage::System { content: system });
-    }
     // The notes follow the client's system prompt, as a message of their own.
-    if let Some(notes) = request.notes.as_deref() {
-        out.push(WireMessage::System { content: notes });
+    let texts = [&request.system, &request.notes].into_iter().flatten();
+    for content in texts.filter(|s| !s.is_empty()) {
+        out.push(WireMessage::System { content });
     }
     for message in &request.messages {
         out.push(match message {

@@ -52,8 +52,7 @@ impl Provider for OpenAiResponsesProvider {
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         let url = self.endpoint.url("/responses")?;
-        let send_key = self.endpoint.base_url().contains("api.openai.com");
-        let body = passthrough::responses_body(&request, body(&request), send_key);
+        let body = passthrough::responses_body(&request, body(&request), self.endpoint.base_url());
         let response = self.endpoint.post_sse(url, &body, &[]).await?;
         Ok(sse::stream_response(response, Normaliser::default()))
     }

@@ -169,8 +169,9 @@ pub fn messages_body(request: &ChatRequest, translated: Value) -> Value {
 
 /// The Chat Completions body for an `openai` provider: the client's own when it spoke Chat
 /// Completions (usage asked for, the notes as a system message after the client's leading
-/// ones), else `translated`; `prompt_cache_key` added where `send_key` and the client set none.
-pub fn chat_body(request: &ChatRequest, translated: Value, send_key: bool) -> Value {
+/// ones), else `translated`; `prompt_cache_key` added for OpenAI's own API where the client set none.
+pub fn chat_body(request: &ChatRequest, translated: Value, base_url: &str) -> Value {
+    let send_key = keyed(base_url);
     let Some(client) = request
         .passthrough
         .as_deref()
@@ -201,7 +202,8 @@ pub fn chat_body(request: &ChatRequest, translated: Value, send_key: bool) -> Va
 
 /// The Responses body for an `openai_responses` provider: the client's own when it spoke
 /// Responses (the notes appended to its `instructions`), else `translated`.
-pub fn responses_body(request: &ChatRequest, translated: Value, send_key: bool) -> Value {
+pub fn responses_body(request: &ChatRequest, translated: Value, base_url: &str) -> Value {
+    let send_key = keyed(base_url);
     let Some(client) = request
         .passthrough
         .as_deref()
@@ -220,6 +222,12 @@ pub fn responses_body(request: &ChatRequest, translated: Value, send_key: bool) 
         body.insert("instructions".into(), Value::String(instructions));
     }
     with_cache_key(Value::Object(body), request, send_key)
+}
+
+/// Whether a provider gets Relay's `prompt_cache_key`: OpenAI's own API has one; compatible
+/// servers may refuse a field they do not know.
+fn keyed(base_url: &str) -> bool {
+    base_url.contains("api.openai.com")
 }
 
 fn with_cache_key(mut body: Value, request: &ChatRequest, send_key: bool) -> Value {
@@ -255,6 +263,8 @@ mod tests {
         assert!(body["messages"][2]["content"][0]["cache_control"].is_object());
     }
 
+    const OPENAI: &str = "https://api.openai.com/v1";
+
     fn request(family: Family, body: Value, notes: Option<&str>) -> ChatRequest {
         ChatRequest {
             model: "up".into(),
@@ -279,7 +289,7 @@ mod tests {
             client.clone(),
             Some("<project-notes>n</project-notes>"),
         );
-        let sent = responses_body(&r, json!({"translated": true}), true);
+        let sent = responses_body(&r, json!({"translated": true}), OPENAI);
         assert_eq!(
             sent["instructions"],
             "Be brief.\n\n<project-notes>n</project-notes>"
@@ -295,12 +305,15 @@ mod tests {
         // The client's own key wins over Relay's.
         assert_eq!(sent["prompt_cache_key"], "mine");
         // Another family's provider gets the translation, with Relay's key where it is sent.
-        let sent = chat_body(&r, json!({"translated": true}), true);
+        let sent = chat_body(&r, json!({"translated": true}), OPENAI);
         assert_eq!(
             sent,
             json!({"translated": true, "prompt_cache_key": "relay-k"})
         );
-        assert_eq!(chat_body(&r, json!({}), false), json!({}));
+        assert_eq!(
+            chat_body(&r, json!({}), "http://127.0.0.1:8080/v1"),
+            json!({})
+        );
     }
 
     #[test]
@@ -308,7 +321,7 @@ mod tests {
         let client = json!({"model": "auto", "messages": [{"role": "system", "content": "s"},
             {"role": "developer", "content": "d"}, {"role": "user", "content": "u"}], "top_p": 0.5});
         let r = request(Family::ChatCompletions, client, Some("notes"));
-        let sent = chat_body(&r, json!(null), true);
+        let sent = chat_body(&r, json!(null), OPENAI);
         let roles: Vec<&str> = sent["messages"]
             .as_array()
             .unwrap()
