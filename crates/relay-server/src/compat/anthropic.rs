@@ -136,7 +136,7 @@ pub struct AnthropicErrorBody {
     ),
     request_body = MessagesRequest,
     responses(
-        (status = 200, description = "A `message`, or with `stream: true` SSE events `message_start`, `content_block_start`/`delta`/`stop`, `message_delta`, `message_stop` (and `ping`); a failure after `message_start` is an `error` event. `x-relay-note-ids` lists the injected notes.",
+        (status = 200, description = "A `message`, or with `stream: true` SSE events `message_start`, `content_block_start`/`delta`/`stop` (text, thinking ended by `signature_delta`, tool_use), `message_delta` with the cache counts, `message_stop` (and `ping`); a failure after `message_start` is an `error` event. `x-relay-note-ids` lists the injected notes.",
             body = MessageOut, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
         (status = 400, description = "`invalid_request_error`", body = AnthropicErrorBody),
         (status = 401, description = "`authentication_error`", body = AnthropicErrorBody),
