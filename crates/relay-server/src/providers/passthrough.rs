@@ -136,6 +136,7 @@ pub fn messages_body(request: &ChatRequest, translated: Value) -> Value {
             let mut body = client.clone();
             body.insert("model".into(), Value::String(request.model.clone()));
             body.insert("stream".into(), Value::Bool(true));
+            drop_unsigned_thinking(&mut body);
             body
         }
         None => match translated {
@@ -165,6 +166,19 @@ pub fn messages_body(request: &ChatRequest, translated: Value) -> Value {
     }
     add_breakpoints(&mut body, stable_len);
     Value::Object(body)
+}
+
+/// Thinking that another provider produced (on an earlier turn answered elsewhere) reaches the
+/// client unsigned; Anthropic refuses such a block, so it is not sent back.
+fn drop_unsigned_thinking(body: &mut Map<String, Value>) {
+    let messages = body.get_mut("messages").and_then(Value::as_array_mut);
+    for m in messages.into_iter().flatten() {
+        if let Some(blocks) = m.get_mut("content").and_then(Value::as_array_mut) {
+            blocks.retain(|b| {
+                b["type"] != "thinking" || b["signature"].as_str().is_some_and(|s| !s.is_empty())
+            });
+        }
+    }
 }
 
 /// The Chat Completions body for an `openai` provider: the client's own when it spoke Chat
@@ -334,6 +348,24 @@ mod tests {
             (&json!(0.5), &json!({"include_usage": true}))
         );
         assert_eq!(sent["prompt_cache_key"], "relay-k");
+    }
+
+    #[test]
+    fn signed_thinking_goes_back_and_unsigned_thinking_does_not() {
+        let client = json!({"model": "auto", "messages": [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "a", "signature": "sig"},
+                {"type": "thinking", "thinking": "b", "signature": ""},
+                {"type": "redacted_thinking", "data": "enc"}, {"type": "text", "text": "t"}]},
+            {"role": "user", "content": "next"}]});
+        let sent = messages_body(&request(Family::Messages, client, None), json!(null));
+        let kinds: Vec<&str> = sent["messages"][1]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["thinking", "redacted_thinking", "text"]);
+        assert_eq!(sent["messages"][1]["content"][0]["signature"], "sig");
     }
 
     #[test]
