@@ -154,8 +154,12 @@ pub struct ToolCall {
 /// The provider's token counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
 pub struct Usage {
+    /// Every prompt token, those read from or written to the provider's prompt cache included.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Prompt tokens read from the provider's prompt cache (Anthropic's
+    /// `cache_read_input_tokens`, OpenAI's `cached_tokens`, Gemini's `cachedContentTokenCount`);
+    /// part of `input_tokens`. Absent when the provider reported none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_tokens: Option<u64>,
     /// Prompt tokens written to the provider's prompt cache (Anthropic's
@@ -192,8 +196,15 @@ pub enum AgentEvent {
     },
     /// A piece of the answer.
     Text { text: String },
-    /// A piece of the model's visible reasoning.
-    Reasoning { text: String },
+    /// A piece of the model's visible reasoning. Anthropic's thinking blocks end with a line
+    /// carrying `signature` (and empty `text`); an encrypted block is one line with `redacted`.
+    Reasoning {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        redacted: Option<String>,
+    },
     /// Keep-alive after 15 s without another line.
     Ping,
     /// Terminal: the model wants tools run by the client.

@@ -45,6 +45,13 @@ pub struct ModelLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TokenKindLabels {
+    pub model: String,
+    /// `input` (every prompt token), `cached_input` and `cache_write` (parts of it), `output`.
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TokenLabels {
     pub model: String,
     /// `in` or `out`.
@@ -72,6 +79,7 @@ pub struct Metrics {
     pub agent_legs: Family<LegLabels, Counter>,
     pub upstream_first_output: Family<ModelLabels, Histogram, fn() -> Histogram>,
     pub agent_tokens: Family<TokenLabels, Counter>,
+    pub tokens: Family<TokenKindLabels, Counter>,
     pub active_streams: Gauge,
     pub quota_refusals: Counter,
     pub notes_injected: Counter,
@@ -132,6 +140,12 @@ impl Metrics {
             "Tokens by model and direction, as the provider counted them",
             agent_tokens.clone(),
         );
+        let tokens = Family::<TokenKindLabels, Counter>::default();
+        registry.register(
+            "tokens",
+            "Tokens by model and kind as the provider counted them: input (every prompt token), cached_input and cache_write (the parts of input read from and written to the prompt cache), output",
+            tokens.clone(),
+        );
         let active_streams = Gauge::default();
         registry.register(
             "agent_active_streams",
@@ -169,6 +183,7 @@ impl Metrics {
             agent_legs,
             upstream_first_output,
             agent_tokens,
+            tokens,
             active_streams,
             quota_refusals,
             notes_injected,
@@ -213,7 +228,23 @@ impl Metrics {
             .inc();
     }
 
-    pub fn tokens(&self, model: &str, input: u64, output: u64) {
+    pub fn tokens(&self, model: &str, usage: &crate::providers::Usage) {
+        for (kind, n) in [
+            ("input", Some(usage.input_tokens)),
+            ("cached_input", usage.cached_input_tokens),
+            ("cache_write", usage.cache_write_tokens),
+            ("output", Some(usage.output_tokens)),
+        ] {
+            if let Some(n) = n {
+                self.tokens
+                    .get_or_create(&TokenKindLabels {
+                        model: model.to_owned(),
+                        kind: kind.to_owned(),
+                    })
+                    .inc_by(n);
+            }
+        }
+        let (input, output) = (usage.input_tokens, usage.output_tokens);
         for (direction, n) in [("in", input), ("out", output)] {
             self.agent_tokens
                 .get_or_create(&TokenLabels {

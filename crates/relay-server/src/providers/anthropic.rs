@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::passthrough;
 use super::sse::{EventNormaliser, parse_json};
 use super::transport::endpoint::{self, Endpoint, KeyHeader};
 use super::transport::lanes::Lanes;
@@ -54,10 +55,18 @@ impl Provider for AnthropicProvider {
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         let url = self.endpoint.url("/v1/messages")?;
-        let response = self
-            .endpoint
-            .post_sse(url, &body(&request), &[("anthropic-version", API_VERSION)])
-            .await?;
+        let translated = serde_json::to_value(body(&request))
+            .map_err(|_| ProviderError::Connect("the request could not be built".into()))?;
+        let body = passthrough::messages_body(&request, translated);
+        let mut headers = vec![("anthropic-version", API_VERSION)];
+        if let Some(beta) = request
+            .passthrough
+            .as_deref()
+            .and_then(|p| p.anthropic_beta.as_deref())
+        {
+            headers.push(("anthropic-beta", beta));
+        }
+        let response = self.endpoint.post_sse(url, &body, &headers).await?;
         Ok(endpoint::stream_response(response, Normaliser::new()))
     }
 
@@ -315,6 +324,7 @@ impl Normaliser {
         match block.get("type").and_then(Value::as_str) {
             Some("text") => text("text").map(ProviderEvent::Text),
             Some("thinking") => text("thinking").map(ProviderEvent::Reasoning),
+            Some("redacted_thinking") => text("data").map(ProviderEvent::RedactedReasoning),
             Some("tool_use") => {
                 let initial = block
                     .get("input")
@@ -352,7 +362,9 @@ impl Normaliser {
                 }
                 None
             }
-            // signature_delta, citations_delta: nothing Relay shows.
+            // The signature closes the thinking block; a client sends it back next turn.
+            Some("signature_delta") => text("signature").map(ProviderEvent::ReasoningSignature),
+            // citations_delta: nothing Relay shows.
             _ => None,
         }
     }

@@ -135,7 +135,11 @@ fn words(text: &str) -> Vec<String> {
 
 /// A rough token count: the words of the system text and of every message.
 fn word_count(request: &ChatRequest) -> u64 {
-    let system = request.system.iter().map(String::as_str);
+    let system = request
+        .system
+        .iter()
+        .chain(&request.notes)
+        .map(String::as_str);
     let messages = request.messages.iter().map(|m| match m {
         ChatMessage::User { content }
         | ChatMessage::Assistant { content, .. }

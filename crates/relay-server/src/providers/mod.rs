@@ -10,6 +10,7 @@ pub mod demo;
 pub mod gemini;
 pub mod openai;
 pub mod openai_responses;
+pub mod passthrough;
 pub mod registry;
 pub mod sse;
 pub mod transport;
@@ -28,8 +29,11 @@ pub use sse::EventNormaliser;
 pub struct ChatRequest {
     /// The provider's own model name (config `upstream`).
     pub model: String,
-    /// Joined system text; Relay puts injected notes here.
+    /// The client's joined system text (the notes are `notes`, placed after it).
     pub system: Option<String>,
+    /// The injected notes block, byte-identical across one conversation's legs; adapters put
+    /// it after the client's system prompt so the client's cached prefix stays intact.
+    pub notes: Option<String>,
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<ToolSpec>,
     pub max_tokens: Option<u32>,
@@ -39,6 +43,22 @@ pub struct ChatRequest {
     /// How the model may use `tools`; `None` leaves the provider's default (the model decides).
     /// Adapters send it only alongside tools, since providers refuse a choice among none.
     pub tool_choice: Option<ToolChoice>,
+    /// The client's own request, for a provider of the same API family (`passthrough`).
+    pub passthrough: Option<std::sync::Arc<passthrough::Passthrough>>,
+    /// A stable key per user and conversation, sent as OpenAI's `prompt_cache_key` unless the
+    /// client set its own.
+    pub cache_key: Option<String>,
+}
+
+impl ChatRequest {
+    /// The system text a translating adapter sends: the client's, then the notes block.
+    pub fn system_text(&self) -> Option<String> {
+        match (self.system.as_deref(), self.notes.as_deref()) {
+            (Some(s), Some(n)) if !s.is_empty() => Some(format!("{s}\n\n{n}")),
+            (_, Some(n)) => Some(n.to_owned()),
+            (s, None) => s.map(str::to_owned),
+        }
+    }
 }
 
 /// The caller's say over tool use, which each adapter writes in its provider's own form.
@@ -128,6 +148,10 @@ pub enum ProviderEvent {
     Text(String),
     /// Visible reasoning/thinking text where the provider streams it.
     Reasoning(String),
+    /// The signature that closes the current thinking block (Anthropic's `signature_delta`).
+    ReasoningSignature(String),
+    /// A thinking block the provider sent encrypted (Anthropic's `redacted_thinking` data).
+    RedactedReasoning(String),
     Finished {
         finish_reason: FinishReason,
         tool_calls: Vec<ToolCall>,

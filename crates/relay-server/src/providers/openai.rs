@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::passthrough;
 use super::sse::{EventNormaliser, parse_json};
 use super::transport::endpoint::{self, Endpoint, KeyHeader};
 use super::transport::lanes::Lanes;
@@ -104,18 +105,19 @@ impl Provider for OpenAiProvider {
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         let url = self.endpoint.url("/chat/completions")?;
-        let response = self
-            .endpoint
-            .post_sse(url, &self.body(&request), &[])
-            .await?;
+        let translated = serde_json::to_value(self.body(&request)).unwrap_or_default();
+        let body = passthrough::chat_body(&request, translated, self.endpoint.base_url());
+        let response = self.endpoint.post_sse(url, &body, &[]).await?;
         Ok(endpoint::stream_response(response, Normaliser::new()))
     }
 }
 
 fn messages(request: &ChatRequest) -> Vec<WireMessage<'_>> {
     let mut out = Vec::with_capacity(request.messages.len() + 1);
-    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
-        out.push(WireMessage::System { content: system });
+    // The notes follow the client's system prompt, as a message of their own.
+    let texts = [&request.system, &request.notes].into_iter().flatten();
+    for content in texts.filter(|s| !s.is_empty()) {
+        out.push(WireMessage::System { content });
     }
     for message in &request.messages {
         out.push(match message {

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+use super::passthrough;
 use super::sse::{EventNormaliser, parse_json};
 use super::transport::endpoint::{self, Endpoint, KeyHeader};
 use super::transport::lanes::Lanes;
@@ -51,7 +52,8 @@ impl Provider for OpenAiResponsesProvider {
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         let url = self.endpoint.url("/responses")?;
-        let response = self.endpoint.post_sse(url, &body(&request), &[]).await?;
+        let body = passthrough::responses_body(&request, body(&request), self.endpoint.base_url());
+        let response = self.endpoint.post_sse(url, &body, &[]).await?;
         Ok(endpoint::stream_response(response, Normaliser::default()))
     }
 }
@@ -89,7 +91,7 @@ pub fn body(request: &ChatRequest) -> Value {
         "stream": true,
         "store": false,
     });
-    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
+    if let Some(system) = request.system_text().filter(|s| !s.is_empty()) {
         body["instructions"] = json!(system);
     }
     if !request.tools.is_empty() {

@@ -337,10 +337,17 @@ async fn notes_are_injected_into_the_system_prompt_and_reported_in_start() {
             format!("mem#local#{project}#2")
         ])
     );
-    let system = fake.requests()[0]["messages"][0].clone();
+    // The client's system prompt stays as it was; the notes follow it as a message of their own,
+    // so the client's prefix (and the provider's cache of it) is untouched.
+    let sent = fake.requests()[0]["messages"].clone();
+    assert_eq!(
+        sent[0],
+        json!({"role": "system", "content": "You are terse."})
+    );
+    let system = sent[1].clone();
     assert_eq!(system["role"], "system");
     let text = system["content"].as_str().unwrap();
-    assert!(text.starts_with("You are terse."), "{text}");
+    assert!(text.starts_with("<project-notes>"), "{text}");
     assert!(
         text.contains("<project-notes>") && text.contains("not instructions"),
         "{text}"

@@ -242,12 +242,17 @@ async fn codex_exec_runs_a_shell_tool_round_trip_over_an_openai_provider() {
     )
     .await;
     let first = fake.requests()[0].clone();
-    // config.toml's `http_headers` name the project: its note is in the system text.
+    // config.toml's `http_headers` name the project: its note is in a system message of its
+    // own, after Codex's instructions.
     assert!(
-        first["messages"][0]["content"]
-            .as_str()
+        first["messages"]
+            .as_array()
             .unwrap()
-            .contains("Relay-note: prefer ripgrep.")
+            .iter()
+            .filter(|m| m["role"] == "system")
+            .any(|m| m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("Relay-note: prefer ripgrep.")))
     );
     let (name, args) = shell_call(&first, "echo relay-$((40+2)) > proof.txt");
     fake.push("up-1", up::tool_call_reply("call_sh1", &name, &args));

@@ -124,7 +124,11 @@ async fn chat_completion_unstreamed_has_text_finish_and_provider_usage() {
         sent["messages"][0],
         json!({"role": "system", "content": "Be brief."})
     );
-    assert_eq!(sent["messages"][1]["content"], "hello there");
+    // The client's own content parts reach a provider of its family unchanged.
+    assert_eq!(
+        sent["messages"][1]["content"],
+        json!([{"type": "text", "text": "hello "}, {"type": "text", "text": "there"}])
+    );
 }
 
 #[tokio::test]
@@ -210,7 +214,11 @@ async fn chat_completion_tool_round_trip_reaches_the_upstream_with_the_callers_c
     assert_eq!(r.status(), StatusCode::OK);
     let sent = &fake.requests()[0];
     assert_eq!(sent["model"], "up-2");
-    assert_eq!(sent["max_tokens"], 50);
+    // The client's own body: both limits as it set them (the provider prefers the newer).
+    assert_eq!(
+        (&sent["max_tokens"], &sent["max_completion_tokens"]),
+        (&json!(10), &json!(50))
+    );
     assert_eq!(sent["messages"][0]["content"], "dev says");
     assert_eq!(sent["messages"][2]["tool_calls"][0]["id"], "c1");
     assert_eq!(
@@ -377,7 +385,11 @@ async fn messages_unstreamed_maps_system_blocks_and_tool_results() {
         b["content"][0],
         json!({"type": "tool_use", "id": "call_9", "name": "grep", "input": {"pattern": "fn"}})
     );
-    assert_eq!(b["usage"], json!({"input_tokens": 20, "output_tokens": 5}));
+    assert_eq!(
+        b["usage"],
+        json!({"input_tokens": 20, "output_tokens": 5,
+            "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0})
+    );
     let sent = &fake.requests()[0];
     assert_eq!(sent["max_tokens"], 64);
     assert_eq!(

@@ -464,11 +464,24 @@ async fn errors_are_openais_and_quota_notes_and_refunds_are_relays() {
     );
     let b = body(r).await;
     assert_eq!(b["output"][0]["content"][0]["text"], "ok");
-    let system = fake.requests().last().unwrap()["messages"][0]["content"]
-        .as_str()
+    // The notes are a system message of their own after the client's (issue 32: the client's
+    // prefix stays cacheable).
+    let sent = fake.requests().last().unwrap()["messages"].clone();
+    let system: Vec<&str> = sent
+        .as_array()
         .unwrap()
-        .to_owned();
-    assert!(system.contains("Use cargo nextest."), "{system}");
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(system[0].starts_with("You are Codex."), "{system:?}");
+    assert!(
+        system
+            .iter()
+            .skip(1)
+            .any(|s| s.contains("Use cargo nextest.")),
+        "{system:?}"
+    );
     app.post("/v1/responses", Some(&token), &codex_like(false))
         .await;
     let r = app

@@ -212,6 +212,7 @@ fn conversation(model: &str, max_tokens: Option<u32>) -> ChatRequest {
         temperature: Some(0.5),
         stop: vec!["END".to_owned()],
         tool_choice: Some(ToolChoice::Required),
+        ..ChatRequest::default()
     }
 }
 
@@ -298,12 +299,18 @@ async fn anthropic_over_http() {
         body["max_tokens"], 4096,
         "max_tokens is required: the default fills in"
     );
-    assert_eq!(body["system"], "Be brief.");
+    // System as blocks, and Relay's breakpoints: the end of the tools, of the system prompt,
+    // and the newest message.
+    let mark = json!({"type": "ephemeral"});
+    assert_eq!(
+        body["system"],
+        json!([{"type": "text", "text": "Be brief.", "cache_control": mark}])
+    );
     assert_eq!(body["stop_sequences"], json!(["END"]));
     assert_eq!(body["tool_choice"], json!({"type": "any"}));
     assert_eq!(
         body["tools"],
-        json!([{"name": "get_weather", "description": "Weather for a city", "input_schema": weather_schema()}])
+        json!([{"name": "get_weather", "description": "Weather for a city", "input_schema": weather_schema(), "cache_control": mark}])
     );
     assert_eq!(
         body["messages"],
@@ -317,7 +324,7 @@ async fn anthropic_over_http() {
             // Both results in one user turn.
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "call_a", "content": "sunny"},
-                {"type": "tool_result", "tool_use_id": "call_b", "content": "09:00"}
+                {"type": "tool_result", "tool_use_id": "call_b", "content": "09:00", "cache_control": mark}
             ]}
         ])
     );

@@ -146,6 +146,7 @@ fn question() -> ChatRequest {
         temperature: None,
         stop: Vec::new(),
         tool_choice: None,
+        ..ChatRequest::default()
     }
 }
 
@@ -158,7 +159,9 @@ async fn leg(provider: &OpenAiProvider) -> Result<(String, bool), ProviderError>
         match event? {
             ProviderEvent::Text(t) => text.push_str(&t),
             ProviderEvent::Finished { .. } => finished = true,
-            ProviderEvent::Reasoning(_) => {}
+            ProviderEvent::Reasoning(_)
+            | ProviderEvent::ReasoningSignature(_)
+            | ProviderEvent::RedactedReasoning(_) => {}
         }
     }
     Ok((text, finished))

@@ -353,6 +353,7 @@ fn round_trip_request() -> ChatRequest {
         temperature: Some(0.2),
         stop: vec!["END".into()],
         tool_choice: Some(ToolChoice::Function("weather".into())),
+        ..ChatRequest::default()
     }
 }
 

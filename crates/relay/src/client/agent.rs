@@ -202,7 +202,7 @@ impl Session {
                         }
                         text.push_str(&piece);
                     }
-                    AgentEvent::Reasoning { text } => {
+                    AgentEvent::Reasoning { text, .. } => {
                         self.reasoning(&text);
                         thinking = true;
                     }

@@ -1,4 +1,7 @@
-//! Note injection: the project's relevant notes, as one delimited block of the system prompt.
+//! Note injection: the project's relevant notes, as one delimited block placed after the client's
+//! system prompt (each adapter puts it there), ranked against the conversation's first user
+//! message so the block stays byte-identical, and the provider's prompt cache intact, across the
+//! legs of one conversation unless the project's notes change.
 //!
 //! A slow or failing memory store injects nothing; the leg goes on (CONTRACT.md, Notes).
 
@@ -21,7 +24,7 @@ pub async fn notes(state: &AppState, user_id: &str, leg: &ValidLeg) -> Vec<Note>
     let lookup =
         state
             .memory()
-            .notes_for_injection(user_id, project.as_str(), &leg.last_user_text, budget);
+            .notes_for_injection(user_id, project.as_str(), &leg.first_user_text, budget);
     match tokio::time::timeout(Duration::from_millis(config.inject_deadline_ms), lookup).await {
         Ok(Ok(notes)) => notes,
         Ok(Err(e)) => {
@@ -42,10 +45,10 @@ pub async fn notes(state: &AppState, user_id: &str, leg: &ValidLeg) -> Vec<Note>
 pub const BLOCK_START: &str = "<project-notes>";
 pub const BLOCK_END: &str = "</project-notes>";
 
-/// The client's system text followed by the notes block (each note on one line).
-pub fn system_prompt(client_system: Option<&str>, notes: &[Note]) -> Option<String> {
+/// The notes block (each note on one line); `None` without notes.
+pub fn block(notes: &[Note]) -> Option<String> {
     if notes.is_empty() {
-        return client_system.map(str::to_owned);
+        return None;
     }
     let mut block = String::from(BLOCK_START);
     block.push_str(
@@ -65,8 +68,5 @@ pub fn system_prompt(client_system: Option<&str>, notes: &[Note]) -> Option<Stri
         block.push('\n');
     }
     block.push_str(BLOCK_END);
-    Some(match client_system {
-        Some(s) if !s.is_empty() => format!("{s}\n\n{block}"),
-        _ => block,
-    })
+    Some(block)
 }

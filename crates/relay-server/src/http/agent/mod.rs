@@ -33,6 +33,15 @@ use crate::http::state::AppState;
 pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
 
 /// Run one agent leg and stream it as NDJSON.
+///
+/// The project's notes are one block placed after the client's system prompt (a system block or
+/// message of its own), ranked against the conversation's first user message, so the block is
+/// byte-identical on every leg of a conversation until the project's notes change, and the
+/// provider's prompt cache of everything before it stays valid. An `anthropic` provider gets
+/// cache breakpoints at the end of the tools, of the client's system prompt and at the newest
+/// message (three of Anthropic's four); OpenAI's API gets a `prompt_cache_key` derived from the
+/// user and the conversation's first user message. `usage` reports `cached_input_tokens` and
+/// `cache_write_tokens` as the provider counted them, both part of `input_tokens`.
 #[utoipa::path(post, path = "/v1/agent/stream", tag = "agent",
     security(("bearer" = [])),
     request_body = AgentRequest,
@@ -78,9 +87,10 @@ pub async fn open_leg(
     caller: &Caller,
     request_id: String,
     model: Option<&str>,
-    leg: ValidLeg,
+    mut leg: ValidLeg,
     arrived: Instant,
 ) -> ApiResult<Opened> {
+    leg.key_cache(caller.user_id());
     let chain = state.models().resolve(model).ok_or_else(|| {
         ApiError::new(
             ErrorCode::UnknownModel,

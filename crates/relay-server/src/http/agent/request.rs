@@ -2,6 +2,7 @@
 //! tools, sampling values and the project. A leg refused here costs no quota.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use relay_wire::agent::{AgentRequest, MessageRole};
 use relay_wire::tools::{ToolDef, gate};
@@ -9,6 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::ProjectId;
 use crate::error::ApiError;
+use crate::providers::passthrough::Passthrough;
 use crate::providers::{ChatMessage, ChatRequest, ToolCall, ToolChoice, ToolSpec};
 
 /// A leg that passed validation, before a model is chosen.
@@ -25,23 +27,41 @@ pub struct ValidLeg {
     pub tool_choice: Option<ToolChoice>,
     /// Whose notes are injected; `None` when the request names and implies no project.
     pub project_id: Option<ProjectId>,
-    /// The latest user message: what injected notes should be relevant to.
-    pub last_user_text: String,
+    /// The conversation's first user message: what injected notes are ranked against, so the
+    /// block stays byte-identical across the legs of one conversation.
+    pub first_user_text: String,
+    /// The client's own request, for a provider of its API family (compatible endpoints only).
+    pub passthrough: Option<Arc<Passthrough>>,
+    /// A stable key per user and conversation, for providers with keyed prompt caches.
+    pub cache_key: Option<String>,
 }
 
 impl ValidLeg {
-    /// The provider request for one model, with `system` as the final system text.
-    pub fn to_chat(&self, upstream: &str, system: Option<String>) -> ChatRequest {
+    /// The provider request for one model, with the notes block (if any) to place.
+    pub fn to_chat(&self, upstream: &str, notes: Option<String>) -> ChatRequest {
         ChatRequest {
             model: upstream.to_owned(),
-            system,
+            system: self.system.clone(),
+            notes,
             messages: self.messages.clone(),
             tools: self.tools.clone(),
             max_tokens: self.max_tokens,
             temperature: self.temperature,
             stop: self.stop.clone(),
             tool_choice: self.tool_choice.clone(),
+            passthrough: self.passthrough.clone(),
+            cache_key: self.cache_key.clone(),
         }
+    }
+
+    /// Sets `cache_key` from the user and the conversation's first user message: the same for
+    /// every leg of one conversation, different across users.
+    pub fn key_cache(&mut self, user_id: &str) {
+        let mut hash = Sha256::new();
+        hash.update(user_id.as_bytes());
+        hash.update([0]);
+        hash.update(self.first_user_text.as_bytes());
+        self.cache_key = Some(format!("relay-{}", &hex::encode(hash.finalize())[..32]));
     }
 }
 
@@ -98,7 +118,7 @@ pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
     let mut system: Vec<String> = Vec::new();
     let mut messages = Vec::with_capacity(req.messages.len());
     let mut calls_seen: HashSet<String> = HashSet::new();
-    let mut last_user_text = String::new();
+    let mut first_user_text: Option<String> = None;
     for (i, m) in req.messages.iter().enumerate() {
         let at = |what: &str| format!("messages[{i}]: {what}");
         if m.tool_calls.is_some() && m.role != MessageRole::Assistant {
@@ -111,7 +131,7 @@ pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
             }
             MessageRole::User => {
                 let text = text.ok_or_else(|| bad(at("a user message needs content")))?;
-                last_user_text.clone_from(&text);
+                first_user_text.get_or_insert_with(|| text.clone());
                 messages.push(ChatMessage::User { content: text });
             }
             MessageRole::Assistant => {
@@ -203,7 +223,9 @@ pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
         stop: Vec::new(),
         tool_choice: None,
         project_id: project_of(req)?,
-        last_user_text,
+        first_user_text: first_user_text.unwrap_or_default(),
+        passthrough: None,
+        cache_key: None,
     })
 }
 

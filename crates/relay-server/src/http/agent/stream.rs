@@ -51,7 +51,7 @@ pub async fn open(
     let routing = &state.config().routing;
     let idle = Duration::from_millis(routing.idle_timeout_ms);
     let retries = routing.retries;
-    let system = inject::system_prompt(leg.system.as_deref(), &notes);
+    let block = inject::block(&notes);
     state
         .metrics()
         .relay_overhead
@@ -63,7 +63,7 @@ pub async fn open(
         for attempt in 0..=retries {
             let sent = Instant::now();
             let span = attempt_span(model, attempt);
-            let tried = first_output(model, leg.to_chat(&model.upstream, system.clone()), idle)
+            let tried = first_output(model, leg.to_chat(&model.upstream, block.clone()), idle)
                 .instrument(span.clone())
                 .await;
             let outcome = match &tried {
@@ -336,9 +336,21 @@ impl Leg {
     fn translate(&mut self, event: ProviderEvent) -> Option<AgentEvent> {
         match event {
             ProviderEvent::Text(text) => (!text.is_empty()).then_some(AgentEvent::Text { text }),
-            ProviderEvent::Reasoning(text) => {
-                (!text.is_empty()).then_some(AgentEvent::Reasoning { text })
-            }
+            ProviderEvent::Reasoning(text) => (!text.is_empty()).then_some(AgentEvent::Reasoning {
+                text,
+                signature: None,
+                redacted: None,
+            }),
+            ProviderEvent::ReasoningSignature(signature) => Some(AgentEvent::Reasoning {
+                text: String::new(),
+                signature: Some(signature),
+                redacted: None,
+            }),
+            ProviderEvent::RedactedReasoning(data) => Some(AgentEvent::Reasoning {
+                text: String::new(),
+                signature: None,
+                redacted: Some(data),
+            }),
             ProviderEvent::Finished {
                 finish_reason,
                 tool_calls,
@@ -346,7 +358,7 @@ impl Leg {
             } => {
                 self.finished = true;
                 let metrics = self.state.metrics();
-                metrics.tokens(&self.model.name, usage.input_tokens, usage.output_tokens);
+                metrics.tokens(&self.model.name, &usage);
                 self.span
                     .record("gen_ai.usage.input_tokens", usage.input_tokens)
                     .record("gen_ai.usage.output_tokens", usage.output_tokens)

@@ -21,8 +21,10 @@ use super::{Api, errors};
 use crate::error::ApiError;
 use crate::http::state::AppState;
 use crate::providers::ToolChoice;
+use crate::providers::passthrough::Family;
 
-/// A Messages request. Fields Relay does not use (`metadata`, `top_k`...) are ignored.
+/// A Messages request. Fields Relay does not own (`thinking`, `metadata`, `top_k`, `cache_control`,
+/// signed thinking blocks...) reach an `anthropic` provider unchanged.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct MessagesRequest {
     /// `auto` or a configured model name (see `GET /v1/models`).
@@ -89,10 +91,27 @@ pub struct MessageOut {
     pub usage: MessageUsage,
 }
 
+/// As Anthropic counts: `input_tokens` excludes the cache reads and writes, counted apart.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MessageUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    pub cache_read_input_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+}
+
+impl MessageUsage {
+    /// Relay's usage (input is every prompt token) in Anthropic's split.
+    fn of(usage: &Usage) -> Self {
+        let read = usage.cached_input_tokens.unwrap_or(0);
+        let written = usage.cache_write_tokens.unwrap_or(0);
+        Self {
+            input_tokens: usage.input_tokens.saturating_sub(read + written),
+            output_tokens: usage.output_tokens,
+            cache_read_input_tokens: read,
+            cache_creation_input_tokens: written,
+        }
+    }
 }
 
 /// `{type: "error", error: {type, message}}`.
@@ -110,13 +129,14 @@ pub struct AnthropicErrorBody {
     params(
         ("x-api-key" = Option<String>, Header, description = "The token, as the Anthropic SDK sends it"),
         ("anthropic-version" = Option<String>, Header, description = "Accepted and ignored"),
+        ("anthropic-beta" = Option<String>, Header, description = "Forwarded to `anthropic` providers only"),
         ("x-relay-project" = Option<String>, Header, description = "The project whose notes are injected"),
         ("x-relay-git-remote" = Option<String>, Header, description = "Without x-relay-project: the project derived from the git remote"),
         ("x-relay-cwd" = Option<String>, Header, description = "Without either: the project derived from the working directory"),
     ),
     request_body = MessagesRequest,
     responses(
-        (status = 200, description = "A `message`, or with `stream: true` SSE events `message_start`, `content_block_start`/`delta`/`stop`, `message_delta`, `message_stop` (and `ping`); a failure after `message_start` is an `error` event. `x-relay-note-ids` lists the injected notes.",
+        (status = 200, description = "A `message`, or with `stream: true` SSE events `message_start`, `content_block_start`/`delta`/`stop` (text, thinking ended by `signature_delta`, tool_use), `message_delta` with the cache counts, `message_stop` (and `ping`); a failure after `message_start` is an `error` event. `x-relay-note-ids` lists the injected notes.",
             body = MessageOut, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
         (status = 400, description = "`invalid_request_error`", body = AnthropicErrorBody),
         (status = 401, description = "`authentication_error`", body = AnthropicErrorBody),
@@ -137,6 +157,7 @@ async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Respons
     let request: MessagesRequest = crate::http::extract::parse_json(&body)?;
     let (leg_request, tools) = translate(&request)?;
     let mut leg = super::leg(&leg_request, &tools, &headers)?;
+    leg.passthrough = super::passthrough(Family::Messages, &body, &headers)?;
     leg.stop = request.stop_sequences.clone().unwrap_or_default();
     leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
     let opened = super::open(&state, &caller, &headers, &request.model, leg, arrived).await?;
@@ -144,7 +165,7 @@ async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Respons
         id: format!("msg_{}", hex::encode(rand::random::<[u8; 12]>())),
         model: opened.model.clone(),
         blocks: 0,
-        text_open: false,
+        open: None,
     };
     super::answer(opened, request.stream, writer).await
 }
@@ -220,7 +241,8 @@ fn translate(request: &MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), 
                     tool_calls: None,
                     tool_call_id: b["tool_use_id"].as_str().map(str::to_owned),
                 }),
-                // Thinking is the model's own; it is not sent back to another model.
+                // Thinking is the model's own: it reaches an `anthropic` provider in the
+                // client's own body, and is not sent to another model.
                 ("assistant", Some("thinking" | "redacted_thinking")) => {}
                 _ => return Err(bad(at, "unsupported block type for this role")),
             }
@@ -299,13 +321,13 @@ struct Writer {
     model: String,
     /// Content blocks started so far (the next block's index).
     blocks: usize,
-    text_open: bool,
+    /// The block being streamed: `text` or `thinking`.
+    open: Option<&'static str>,
 }
 
 impl Writer {
-    fn close_text(&mut self, out: &mut Vec<Bytes>) {
-        if self.text_open {
-            self.text_open = false;
+    fn close(&mut self, out: &mut Vec<Bytes>) {
+        if self.open.take().is_some() {
             out.push(event(
                 "content_block_stop",
                 &json!({"type": "content_block_stop", "index": self.blocks - 1}),
@@ -313,13 +335,71 @@ impl Writer {
         }
     }
 
+    /// Opens a block of `kind` unless one is open already.
+    fn open(&mut self, out: &mut Vec<Bytes>, kind: &'static str, start: Value) {
+        if self.open == Some(kind) {
+            return;
+        }
+        self.close(out);
+        self.open = Some(kind);
+        self.blocks += 1;
+        out.push(event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": self.blocks - 1, "content_block": start}),
+        ));
+    }
+
+    fn delta(&self, delta: Value) -> Bytes {
+        event(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": self.blocks - 1, "delta": delta}),
+        )
+    }
+
+    /// Thinking as Anthropic streams it: text deltas, then the signature that closes the block;
+    /// an encrypted block whole.
+    fn reasoning(
+        &mut self,
+        out: &mut Vec<Bytes>,
+        text: String,
+        signature: Option<String>,
+        redacted: Option<String>,
+    ) {
+        if let Some(data) = redacted {
+            self.open(
+                out,
+                "redacted_thinking",
+                json!({"type": "redacted_thinking", "data": data}),
+            );
+            self.close(out);
+            return;
+        }
+        if !text.is_empty() {
+            self.open(
+                out,
+                "thinking",
+                json!({"type": "thinking", "thinking": "", "signature": ""}),
+            );
+            out.push(self.delta(json!({"type": "thinking_delta", "thinking": text})));
+        }
+        if let Some(signature) = signature {
+            self.open(
+                out,
+                "thinking",
+                json!({"type": "thinking", "thinking": "", "signature": ""}),
+            );
+            out.push(self.delta(json!({"type": "signature_delta", "signature": signature})));
+            self.close(out);
+        }
+    }
+
     fn end(&mut self, out: &mut Vec<Bytes>, reason: &str, usage: &Usage) {
-        self.close_text(out);
+        self.close(out);
         out.push(event(
             "message_delta",
             &json!({"type": "message_delta",
                 "delta": {"stop_reason": reason, "stop_sequence": null},
-                "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}}),
+                "usage": MessageUsage::of(usage)}),
         ));
         out.push(event("message_stop", &json!({"type": "message_stop"})));
     }
@@ -339,30 +419,21 @@ impl super::Encoder for Writer {
                     "usage": {"input_tokens": 0, "output_tokens": 0}}}),
             )),
             AgentEvent::Text { text } => {
-                if !self.text_open {
-                    self.text_open = true;
-                    self.blocks += 1;
-                    out.push(event(
-                        "content_block_start",
-                        &json!({"type": "content_block_start", "index": self.blocks - 1,
-                            "content_block": {"type": "text", "text": ""}}),
-                    ));
-                }
-                out.push(event(
-                    "content_block_delta",
-                    &json!({"type": "content_block_delta", "index": self.blocks - 1,
-                        "delta": {"type": "text_delta", "text": text}}),
-                ));
+                self.open(&mut out, "text", json!({"type": "text", "text": ""}));
+                out.push(self.delta(json!({"type": "text_delta", "text": text})));
             }
-            // Anthropic's thinking blocks carry a signature only Anthropic can make.
-            AgentEvent::Reasoning { .. } => {}
+            AgentEvent::Reasoning {
+                text,
+                signature,
+                redacted,
+            } => self.reasoning(&mut out, text, signature, redacted),
             AgentEvent::Ping => out.push(event("ping", &json!({"type": "ping"}))),
             AgentEvent::Done {
                 finish_reason,
                 usage,
             } => self.end(&mut out, stop_reason(finish_reason), &usage),
             AgentEvent::ToolCalls { calls, usage } => {
-                self.close_text(&mut out);
+                self.close(&mut out);
                 for c in &calls {
                     let index = self.blocks;
                     self.blocks += 1;
@@ -393,7 +464,7 @@ impl super::Encoder for Writer {
 
     /// The non-streamed answer; a failure after the first output is an error answer.
     fn complete(&self, collected: super::Collected) -> Result<axum::Json<MessageOut>, ApiError> {
-        let mut content = Vec::new();
+        let mut content = collected.thinking;
         if !collected.text.is_empty() {
             content.push(json!({"type": "text", "text": collected.text}));
         }
@@ -419,10 +490,7 @@ impl super::Encoder for Writer {
             content,
             stop_reason: reason,
             stop_sequence: None,
-            usage: MessageUsage {
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
-            },
+            usage: MessageUsage::of(&usage),
         }))
     }
 }

@@ -18,9 +18,10 @@ use relay_wire::agent::AgentEvent;
 use serde::de::DeserializeOwned;
 
 use super::{Api, errors};
-use crate::http::agent::ValidLeg;
 use crate::error::ApiError;
+use crate::http::agent::ValidLeg;
 use crate::http::state::AppState;
+use crate::providers::passthrough::Family;
 
 /// What a door makes of its request: the leg to run and what its answer needs to know.
 pub struct Translated<C> {
@@ -28,6 +29,9 @@ pub struct Translated<C> {
     /// `auto` or a configured model name.
     pub model: String,
     pub stream: bool,
+    /// Whether a provider of the door's own family may get the client's body as it came
+    /// (false when the door rewrote something the answer must map back, such as tool names).
+    pub same_family: bool,
     /// The door's own context for encoding the answer (tool name mappings, echoed fields).
     pub context: C,
 }
@@ -42,6 +46,9 @@ pub trait Door {
     type Context: Send + 'static;
     /// The encoder of one answer.
     type Answer: Answer;
+    /// The API family the door speaks: a provider of the same family gets the client's own body
+    /// (every field Relay does not own), others the translated leg.
+    const FAMILY: Family;
 
     /// The request as a leg; `headers` give the project for notes.
     fn translate(
@@ -80,7 +87,10 @@ async fn run<D: Door>(
     let arrived = Instant::now();
     let caller = super::caller(&state, &headers, D::API).await?;
     let request: D::Request = crate::http::extract::parse_json(&body)?;
-    let translated = D::translate(request, &headers)?;
+    let mut translated = D::translate(request, &headers)?;
+    if translated.same_family {
+        translated.leg.passthrough = super::passthrough(D::FAMILY, &body, &headers)?;
+    }
     let opened = super::open(
         &state,
         &caller,

@@ -13,6 +13,7 @@ pub mod models;
 pub mod openai;
 pub mod responses;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::{Body, Bytes};
@@ -29,6 +30,7 @@ use crate::error::ApiError;
 use crate::http::agent::{self, Opened};
 use crate::http::state::AppState;
 use crate::providers::ToolSpec;
+use crate::providers::passthrough::{Family, Passthrough};
 pub use errors::Api;
 
 /// Bodies may be as large as a leg's (long conversations).
@@ -92,6 +94,20 @@ pub fn leg(
     Ok(leg)
 }
 
+/// The client's own body and headers, kept for a provider of the same API family.
+pub fn passthrough(
+    family: Family,
+    body: &[u8],
+    headers: &HeaderMap,
+) -> Result<Option<Arc<Passthrough>>, ApiError> {
+    let body: serde_json::Map<String, serde_json::Value> = crate::http::extract::parse_json(body)?;
+    Ok(Some(Arc::new(Passthrough {
+        family,
+        body,
+        anthropic_beta: header_str(headers, "anthropic-beta").map(str::to_owned),
+    })))
+}
+
 /// Runs the leg up to its first output (fail early as HTTP, like a leg).
 pub async fn open(
     state: &AppState,
@@ -107,24 +123,60 @@ pub async fn open(
     agent::open_leg(state, caller, request_id, Some(model), leg, arrived).await
 }
 
-/// What a non-streamed answer is made of: the text, and the terminal event.
+/// What a non-streamed answer is made of: the text, the thinking blocks (in Anthropic's form,
+/// signatures included), and the terminal event.
 pub struct Collected {
     pub text: String,
+    pub thinking: Vec<serde_json::Value>,
     pub terminal: AgentEvent,
 }
 
 /// Reads a leg to its terminal event.
 async fn collect(mut events: BoxStream<'static, AgentEvent>) -> Collected {
     let mut text = String::new();
+    let mut thinking: Vec<serde_json::Value> = Vec::new();
+    // The block being collected; a signature closes it.
+    let mut open: Option<(String, String)> = None;
     while let Some(event) = events.next().await {
         match event {
             AgentEvent::Text { text: piece } => text.push_str(&piece),
-            e if e.is_terminal() => return Collected { text, terminal: e },
+            AgentEvent::Reasoning {
+                text: piece,
+                signature,
+                redacted,
+            } => {
+                if let Some(data) = redacted {
+                    thinking.push(serde_json::json!({"type": "redacted_thinking", "data": data}));
+                }
+                let block = open.get_or_insert_with(Default::default);
+                block.0.push_str(&piece);
+                if let Some(signature) = signature {
+                    block.1 = signature;
+                    if let Some((t, s)) = open.take() {
+                        thinking.push(
+                            serde_json::json!({"type": "thinking", "thinking": t, "signature": s}),
+                        );
+                    }
+                }
+            }
+            e if e.is_terminal() => {
+                if let Some((t, _)) = open.take().filter(|(t, _)| !t.is_empty()) {
+                    thinking.push(
+                        serde_json::json!({"type": "thinking", "thinking": t, "signature": ""}),
+                    );
+                }
+                return Collected {
+                    text,
+                    thinking,
+                    terminal: e,
+                };
+            }
             _ => {}
         }
     }
     Collected {
         text,
+        thinking,
         terminal: AgentEvent::Error {
             error: relay_wire::ErrorCode::UpstreamError,
             message: "the answer ended without a finish".into(),

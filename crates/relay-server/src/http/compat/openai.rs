@@ -20,8 +20,11 @@ use super::{Api, errors};
 use crate::error::ApiError;
 use crate::http::state::AppState;
 use crate::providers::ToolChoice;
+use crate::providers::passthrough::Family;
 
-/// A Chat Completions request. Fields Relay does not use (`n`, `user`, `seed`...) are ignored.
+/// A Chat Completions request. Relay reads the fields below; every field it does not own
+/// (`prompt_cache_key`, `reasoning_effort`, `service_tier`, `parallel_tool_calls`, `user`,
+/// `top_p`, `seed`...) reaches an `openai` provider unchanged.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ChatCompletionRequest {
     /// `auto` or a configured model name (see `GET /v1/models`).
@@ -123,9 +126,18 @@ pub struct AssistantMessage {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CompletionUsage {
+    /// Every prompt token, the cached ones included.
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+    /// `{cached_tokens}`: the prompt tokens read from the provider's prompt cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub prompt_tokens_details: Option<Value>,
+    /// `{reasoning_tokens}` where the provider counts them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub completion_tokens_details: Option<Value>,
 }
 
 /// `{error: {message, type, param, code}}`; `code` is Relay's machine code.
@@ -170,6 +182,7 @@ async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Respons
     let request: ChatCompletionRequest = crate::http::extract::parse_json(&body)?;
     let (leg_request, tools) = translate(&request)?;
     let mut leg = super::leg(&leg_request, &tools, &headers)?;
+    leg.passthrough = super::passthrough(Family::ChatCompletions, &body, &headers)?;
     leg.stop = stop(request.stop.as_ref())?;
     leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
     let opened = super::open(&state, &caller, &headers, &request.model, leg, arrived).await?;
@@ -304,6 +317,8 @@ fn usage_of(u: &Usage) -> CompletionUsage {
         prompt_tokens: u.input_tokens,
         completion_tokens: u.output_tokens,
         total_tokens: u.input_tokens + u.output_tokens,
+        prompt_tokens_details: u.cached_input_tokens.map(|n| json!({"cached_tokens": n})),
+        completion_tokens_details: u.reasoning_tokens.map(|n| json!({"reasoning_tokens": n})),
     }
 }
 
@@ -365,9 +380,11 @@ impl super::Encoder for Writer {
             }
             AgentEvent::Text { text } => vec![self.chunk(json!({"content": text}), None)],
             // Where compatible servers put visible reasoning; OpenAI's SDK keeps unknown fields.
-            AgentEvent::Reasoning { text } => {
+            AgentEvent::Reasoning { text, .. } if !text.is_empty() => {
                 vec![self.chunk(json!({"reasoning_content": text}), None)]
             }
+            // A thinking block's signature or encrypted form is Anthropic's alone.
+            AgentEvent::Reasoning { .. } => Vec::new(),
             AgentEvent::Ping => vec![Bytes::from_static(b": ping\n\n")],
             AgentEvent::Done {
                 finish_reason,

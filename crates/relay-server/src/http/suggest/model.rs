@@ -62,7 +62,9 @@ pub async fn complete(
                         return None;
                     }
                 }
-                ProviderEvent::Reasoning(_) => {}
+                ProviderEvent::Reasoning(_)
+                | ProviderEvent::ReasoningSignature(_)
+                | ProviderEvent::RedactedReasoning(_) => {}
                 ProviderEvent::Finished { .. } => return Some(text),
             }
         }

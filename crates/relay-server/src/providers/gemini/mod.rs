@@ -101,17 +101,19 @@ fn body(request: &ChatRequest) -> Body<'_> {
         .collect();
     Body {
         contents: contents(request),
-        system_instruction: request
-            .system
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .map(|text| Content {
-                role: None,
-                parts: vec![Part {
+        // The notes are a part of their own after the client's text: the prefix stays stable.
+        system_instruction: {
+            let parts: Vec<Part<'_>> = [request.system.as_deref(), request.notes.as_deref()]
+                .into_iter()
+                .flatten()
+                .filter(|s| !s.is_empty())
+                .map(|text| Part {
                     text: Some(text),
                     ..Part::default()
-                }],
-            }),
+                })
+                .collect();
+            (!parts.is_empty()).then_some(Content { role: None, parts })
+        },
         tools: if declarations.is_empty() {
             Vec::new()
         } else {

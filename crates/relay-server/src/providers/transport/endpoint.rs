@@ -83,7 +83,7 @@ impl Endpoint {
         &self,
         url: reqwest::Url,
         body: &impl Serialize,
-        extra: &[(&'static str, &'static str)],
+        extra: &[(&'static str, &str)],
     ) -> Result<Upstream, ProviderError> {
         let headers = self.headers(extra)?;
         let body = serde_json::to_vec(body)
@@ -111,12 +111,15 @@ impl Endpoint {
 
     /// The request's headers: JSON in, server-sent events out, the caller's `extra`, the trace
     /// context, and the key.
-    fn headers(&self, extra: &[(&'static str, &'static str)]) -> Result<HeaderMap, ProviderError> {
+    fn headers(&self, extra: &[(&'static str, &str)]) -> Result<HeaderMap, ProviderError> {
         let mut headers = HeaderMap::with_capacity(6 + extra.len());
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         for (name, value) in extra {
-            headers.insert(header_name(name)?, HeaderValue::from_static(value));
+            // A client's header (`anthropic-beta`) that is no valid value is not sent.
+            if let Ok(value) = HeaderValue::from_str(value) {
+                headers.insert(header_name(name)?, value);
+            }
         }
         // The provider sees this attempt as the parent of its own spans (W3C traceparent).
         for (name, value) in crate::telemetry::outgoing_headers() {

@@ -16,6 +16,7 @@ use super::Api;
 use super::door::{self, Door, Translated};
 use crate::error::ApiError;
 use crate::http::state::AppState;
+use crate::providers::passthrough::Family;
 pub use request::ResponsesRequest;
 
 /// The Responses door.
@@ -32,12 +33,20 @@ impl Door for Responses {
     type Request = ResponsesRequest;
     type Context = Context;
     type Answer = stream::Writer;
+    const FAMILY: Family = Family::Responses;
 
     fn translate(
         request: ResponsesRequest,
         headers: &HeaderMap,
     ) -> Result<Translated<Context>, ApiError> {
         let leg_request = request::leg_request(&request)?;
+        // Namespace and freeform tools are flattened into functions whose calls the answer maps
+        // back; an `openai_responses` provider sent the client's own body would answer in forms
+        // the leg does not carry, so such requests are translated for every provider.
+        let same_family = !request
+            .tools
+            .iter()
+            .any(|t| matches!(t["type"].as_str(), Some("namespace" | "custom")));
         let (offered, names) = tools::offer(&request.tools)?;
         let mut leg = super::leg(&leg_request, &offered, headers)?;
         leg.tool_choice = request
@@ -60,6 +69,7 @@ impl Door for Responses {
             leg,
             model: request.model,
             stream: request.stream,
+            same_family,
             context: Context {
                 names,
                 echo: Value::Object(echo),

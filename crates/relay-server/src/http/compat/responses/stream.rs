@@ -10,8 +10,8 @@ use relay_wire::agent::{AgentEvent, FinishReason, ToolCall, Usage};
 use serde_json::{Value, json};
 
 use super::tools::{self, Names, Origin};
-use crate::http::compat::door::Answer;
 use crate::error::ApiError;
+use crate::http::compat::door::Answer;
 
 /// The item being streamed: its kind, id, index in `output` and its text so far.
 enum Open {
@@ -307,7 +307,11 @@ impl Answer for Writer {
                 );
             }
             AgentEvent::Text { text } => self.text(&mut out, text),
-            AgentEvent::Reasoning { text } => self.reasoning(&mut out, text),
+            AgentEvent::Reasoning { text, .. } if !text.is_empty() => {
+                self.reasoning(&mut out, text)
+            }
+            // Anthropic's signatures and redacted blocks have no place in a Responses answer.
+            AgentEvent::Reasoning { .. } => {}
             AgentEvent::Ping => out.push(Bytes::from_static(b": ping\n\n")),
             AgentEvent::ToolCalls { calls, usage } => {
                 self.close(&mut out);

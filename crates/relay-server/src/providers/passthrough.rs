@@ -1,0 +1,381 @@
+//! The client's own request, kept beside the normalised one so that a provider of the same API
+//! family receives every field the client set (cache breakpoints, thinking and its signed
+//! blocks, sampling and caching options) instead of Relay's translation of them.
+//!
+//! Relay still owns `model` (replaced by the provider's `upstream`), the stream flag, and the
+//! notes block, which the adapter places after the client's own system prompt.
+
+use serde_json::{Map, Value, json};
+
+use super::ChatRequest;
+
+/// The API a client spoke at Relay's door.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Anthropic Messages (`POST /v1/messages`).
+    Messages,
+    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
+    ChatCompletions,
+    /// OpenAI Responses (`POST /v1/responses`).
+    Responses,
+}
+
+impl Family {
+    /// The provider kind (`Provider::kind`) that speaks this family natively.
+    pub fn provider_kind(self) -> &'static str {
+        match self {
+            Self::Messages => "anthropic",
+            Self::ChatCompletions => "openai",
+            Self::Responses => "openai_responses",
+        }
+    }
+}
+
+/// What a same-family provider is sent instead of a translation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Passthrough {
+    pub family: Family,
+    /// The client's request body as it arrived.
+    pub body: Map<String, Value>,
+    /// `anthropic-beta`, sent to `anthropic` providers only.
+    pub anthropic_beta: Option<String>,
+}
+
+impl Passthrough {
+    /// The client's body for a provider of `kind`, when that provider speaks the client's family.
+    pub fn for_kind(&self, kind: &str) -> Option<&Map<String, Value>> {
+        (self.family.provider_kind() == kind).then_some(&self.body)
+    }
+}
+
+/// How many `cache_control` markers a Messages body carries (tools, system, message blocks).
+pub fn breakpoints(body: &Map<String, Value>) -> usize {
+    let marked = |v: &Value| usize::from(v.get("cache_control").is_some_and(|c| !c.is_null()));
+    let blocks = |v: Option<&Value>| -> usize {
+        v.and_then(Value::as_array)
+            .map_or(0, |items| items.iter().map(marked).sum())
+    };
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map_or(0, |ms| ms.iter().map(|m| blocks(m.get("content"))).sum());
+    blocks(body.get("tools")) + blocks(body.get("system")) + messages
+}
+
+/// The Anthropic marker Relay adds: the default five-minute ephemeral cache.
+pub fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Puts a breakpoint on the last block of `blocks` (an array of Messages blocks), unless it
+/// already has one; `true` when one was added.
+pub fn mark_last(blocks: &mut Value) -> bool {
+    let Some(last) = blocks.as_array_mut().and_then(|b| b.last_mut()) else {
+        return false;
+    };
+    let Some(last) = last.as_object_mut() else {
+        return false;
+    };
+    if last.contains_key("cache_control") {
+        return false;
+    }
+    last.insert("cache_control".into(), ephemeral());
+    true
+}
+
+/// Gives a Messages body Relay's breakpoints where the client set none: the end of the tools,
+/// the end of `system_blocks_stable` system blocks (the client's own, before the notes), and
+/// the newest message (rolling), never exceeding Anthropic's four in all.
+pub fn add_breakpoints(body: &mut Map<String, Value>, system_blocks_stable: usize) {
+    if breakpoints(body) > 0 {
+        // A client that marks its own prefix knows where it is stable.
+        return;
+    }
+    let mut budget = 4usize;
+    if let Some(tools) = body.get_mut("tools")
+        && mark_last(tools)
+    {
+        budget -= 1;
+    }
+    if let Some(Value::Array(system)) = body.get_mut("system")
+        && budget > 0
+        && system_blocks_stable > 0
+        && let Some(block) = system
+            .get_mut(system_blocks_stable - 1)
+            .and_then(Value::as_object_mut)
+    {
+        block.insert("cache_control".into(), ephemeral());
+        budget -= 1;
+    }
+    if budget > 0
+        && let Some(last) = body
+            .get_mut("messages")
+            .and_then(Value::as_array_mut)
+            .and_then(|m| m.last_mut())
+    {
+        if let Some(text) = last.get("content").and_then(Value::as_str) {
+            let text = text.to_owned();
+            last["content"] = json!([{"type": "text", "text": text}]);
+        }
+        if let Some(content) = last.get_mut("content") {
+            mark_last(content);
+        }
+    }
+}
+
+/// The Messages body for an `anthropic` provider: the client's own when it spoke Messages,
+/// else `translated` (Relay's form). Either way the notes block is a system block of its own
+/// after the client's, and a body without markers gets Relay's breakpoints.
+pub fn messages_body(request: &ChatRequest, translated: Value) -> Value {
+    let mut body = match request
+        .passthrough
+        .as_deref()
+        .and_then(|p| p.for_kind("anthropic"))
+    {
+        Some(client) => {
+            let mut body = client.clone();
+            body.insert("model".into(), Value::String(request.model.clone()));
+            body.insert("stream".into(), Value::Bool(true));
+            drop_unsigned_thinking(&mut body);
+            body
+        }
+        None => match translated {
+            Value::Object(mut body) => {
+                body.remove("system");
+                if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
+                    body.insert("system".into(), json!([{"type": "text", "text": system}]));
+                }
+                body
+            }
+            other => return other,
+        },
+    };
+    // System blocks (a string becomes one), then the notes after them.
+    let stable = match body.remove("system") {
+        Some(Value::String(s)) if !s.is_empty() => vec![json!({"type": "text", "text": s})],
+        Some(Value::Array(blocks)) => blocks,
+        _ => Vec::new(),
+    };
+    let stable_len = stable.len();
+    let mut system = stable;
+    if let Some(notes) = request.notes.as_deref() {
+        system.push(json!({"type": "text", "text": notes}));
+    }
+    if !system.is_empty() {
+        body.insert("system".into(), Value::Array(system));
+    }
+    add_breakpoints(&mut body, stable_len);
+    Value::Object(body)
+}
+
+/// Thinking that another provider produced (on an earlier turn answered elsewhere) reaches the
+/// client unsigned; Anthropic refuses such a block, so it is not sent back.
+fn drop_unsigned_thinking(body: &mut Map<String, Value>) {
+    let messages = body.get_mut("messages").and_then(Value::as_array_mut);
+    for m in messages.into_iter().flatten() {
+        if let Some(blocks) = m.get_mut("content").and_then(Value::as_array_mut) {
+            blocks.retain(|b| {
+                b["type"] != "thinking" || b["signature"].as_str().is_some_and(|s| !s.is_empty())
+            });
+        }
+    }
+}
+
+/// The Chat Completions body for an `openai` provider: the client's own when it spoke Chat
+/// Completions (usage asked for, the notes as a system message after the client's leading
+/// ones), else `translated`; `prompt_cache_key` added for OpenAI's own API where the client set none.
+pub fn chat_body(request: &ChatRequest, translated: Value, base_url: &str) -> Value {
+    let send_key = keyed(base_url);
+    let Some(client) = request
+        .passthrough
+        .as_deref()
+        .and_then(|p| p.for_kind("openai"))
+    else {
+        return with_cache_key(translated, request, send_key);
+    };
+    let mut body = client.clone();
+    body.insert("model".into(), Value::String(request.model.clone()));
+    body.insert("stream".into(), Value::Bool(true));
+    let options = body.entry("stream_options").or_insert_with(|| json!({}));
+    if let Some(options) = options.as_object_mut() {
+        options.insert("include_usage".into(), Value::Bool(true));
+    } else {
+        *options = json!({"include_usage": true});
+    }
+    if let (Some(notes), Some(Value::Array(messages))) =
+        (request.notes.as_deref(), body.get_mut("messages"))
+    {
+        let after = messages
+            .iter()
+            .take_while(|m| matches!(m["role"].as_str(), Some("system" | "developer")))
+            .count();
+        messages.insert(after, json!({"role": "system", "content": notes}));
+    }
+    with_cache_key(Value::Object(body), request, send_key)
+}
+
+/// The Responses body for an `openai_responses` provider: the client's own when it spoke
+/// Responses (the notes appended to its `instructions`), else `translated`.
+pub fn responses_body(request: &ChatRequest, translated: Value, base_url: &str) -> Value {
+    let send_key = keyed(base_url);
+    let Some(client) = request
+        .passthrough
+        .as_deref()
+        .and_then(|p| p.for_kind("openai_responses"))
+    else {
+        return with_cache_key(translated, request, send_key);
+    };
+    let mut body = client.clone();
+    body.insert("model".into(), Value::String(request.model.clone()));
+    body.insert("stream".into(), Value::Bool(true));
+    if let Some(notes) = request.notes.as_deref() {
+        let instructions = match body.get("instructions").and_then(Value::as_str) {
+            Some(s) if !s.is_empty() => format!("{s}\n\n{notes}"),
+            _ => notes.to_owned(),
+        };
+        body.insert("instructions".into(), Value::String(instructions));
+    }
+    with_cache_key(Value::Object(body), request, send_key)
+}
+
+/// Whether a provider gets Relay's `prompt_cache_key`: OpenAI's own API has one; compatible
+/// servers may refuse a field they do not know.
+fn keyed(base_url: &str) -> bool {
+    base_url.contains("api.openai.com")
+}
+
+fn with_cache_key(mut body: Value, request: &ChatRequest, send_key: bool) -> Value {
+    if let (true, Some(key), Some(map)) = (send_key, &request.cache_key, body.as_object_mut()) {
+        map.entry("prompt_cache_key")
+            .or_insert_with(|| Value::String(key.clone()));
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn relay_marks_tools_system_and_newest_message_when_the_client_marked_none() {
+        let mut body = map(json!({
+            "tools": [{"name": "a"}, {"name": "b"}],
+            "system": [{"type": "text", "text": "s"}, {"type": "text", "text": "notes"}],
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"},
+                {"role": "user", "content": "next"}],
+        }));
+        add_breakpoints(&mut body, 1);
+        assert_eq!(breakpoints(&body), 3);
+        assert!(body["tools"][1]["cache_control"].is_object());
+        assert!(body["system"][0]["cache_control"].is_object());
+        assert!(body["system"][1].get("cache_control").is_none());
+        assert!(body["messages"][2]["content"][0]["cache_control"].is_object());
+    }
+
+    const OPENAI: &str = "https://api.openai.com/v1";
+
+    fn request(family: Family, body: Value, notes: Option<&str>) -> ChatRequest {
+        ChatRequest {
+            model: "up".into(),
+            notes: notes.map(str::to_owned),
+            cache_key: Some("relay-k".into()),
+            passthrough: Some(std::sync::Arc::new(Passthrough {
+                family,
+                body: map(body),
+                anthropic_beta: None,
+            })),
+            ..ChatRequest::default()
+        }
+    }
+
+    #[test]
+    fn a_responses_client_reaches_a_responses_provider_whole_with_the_notes_after_its_instructions()
+    {
+        let client = json!({"model": "auto", "instructions": "Be brief.", "input": [{"type": "message", "role": "user", "content": "hi"}],
+            "reasoning": {"effort": "high"}, "prompt_cache_key": "mine", "store": false});
+        let r = request(
+            Family::Responses,
+            client.clone(),
+            Some("<project-notes>n</project-notes>"),
+        );
+        let sent = responses_body(&r, json!({"translated": true}), OPENAI);
+        assert_eq!(
+            sent["instructions"],
+            "Be brief.\n\n<project-notes>n</project-notes>"
+        );
+        assert_eq!(
+            (&sent["model"], &sent["stream"]),
+            (&json!("up"), &json!(true))
+        );
+        assert_eq!(
+            (&sent["reasoning"], &sent["input"]),
+            (&client["reasoning"], &client["input"])
+        );
+        // The client's own key wins over Relay's.
+        assert_eq!(sent["prompt_cache_key"], "mine");
+        // Another family's provider gets the translation, with Relay's key where it is sent.
+        let sent = chat_body(&r, json!({"translated": true}), OPENAI);
+        assert_eq!(
+            sent,
+            json!({"translated": true, "prompt_cache_key": "relay-k"})
+        );
+        assert_eq!(
+            chat_body(&r, json!({}), "http://127.0.0.1:8080/v1"),
+            json!({})
+        );
+    }
+
+    #[test]
+    fn a_chat_client_keeps_its_messages_with_the_notes_after_its_system_messages() {
+        let client = json!({"model": "auto", "messages": [{"role": "system", "content": "s"},
+            {"role": "developer", "content": "d"}, {"role": "user", "content": "u"}], "top_p": 0.5});
+        let r = request(Family::ChatCompletions, client, Some("notes"));
+        let sent = chat_body(&r, json!(null), OPENAI);
+        let roles: Vec<&str> = sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["s", "d", "notes", "u"]);
+        assert_eq!(
+            (&sent["top_p"], &sent["stream_options"]),
+            (&json!(0.5), &json!({"include_usage": true}))
+        );
+        assert_eq!(sent["prompt_cache_key"], "relay-k");
+    }
+
+    #[test]
+    fn signed_thinking_goes_back_and_unsigned_thinking_does_not() {
+        let client = json!({"model": "auto", "messages": [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "a", "signature": "sig"},
+                {"type": "thinking", "thinking": "b", "signature": ""},
+                {"type": "redacted_thinking", "data": "enc"}, {"type": "text", "text": "t"}]},
+            {"role": "user", "content": "next"}]});
+        let sent = messages_body(&request(Family::Messages, client, None), json!(null));
+        let kinds: Vec<&str> = sent["messages"][1]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["thinking", "redacted_thinking", "text"]);
+        assert_eq!(sent["messages"][1]["content"][0]["signature"], "sig");
+    }
+
+    #[test]
+    fn a_client_that_marks_its_own_prefix_keeps_it_as_it_is() {
+        let mut body = map(json!({
+            "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+            "messages": [{"role": "user", "content": "hi"}],
+        }));
+        let before = body.clone();
+        add_breakpoints(&mut body, 1);
+        assert_eq!(body, before);
+    }
+}
