@@ -133,6 +133,10 @@ pub async fn open(
             "every model is rate limiting requests; retry after the time in Retry-After",
         )
         .with_retry_after(retry_after.map_or(1, |d| d.as_secs().max(1))),
+        Some(e @ ProviderError::EventTooLarge { .. }) => ApiError::new(
+            ErrorCode::UpstreamEventTooLarge,
+            format!("{e}; the quota unit was given back"),
+        ),
         Some(_) if reached_any => ApiError::new(
             ErrorCode::UpstreamError,
             "every model failed before answering; the quota unit was given back",
@@ -413,7 +417,12 @@ impl Leg {
             ProviderError::IdleTimeout => (ErrorCode::UpstreamError, true),
             ProviderError::Status { status, .. } => (ErrorCode::UpstreamError, *status >= 500),
             ProviderError::Protocol(_) => (ErrorCode::UpstreamError, true),
+            // The same request would most likely bring the same event back.
+            ProviderError::EventTooLarge { .. } => (ErrorCode::UpstreamEventTooLarge, false),
         };
+        // The upstream connection (and anything it buffered) goes now, not when the client
+        // has read the last line.
+        self.events = Box::pin(futures::stream::empty());
         AgentEvent::Error {
             error,
             message: e.to_string(),

@@ -38,6 +38,8 @@ pub struct Endpoint {
 /// place there until the body is dropped.
 pub struct Upstream {
     pub body: BoxStream<'static, Result<Bytes, ProviderError>>,
+    /// The most one SSE line or event of `body` may hold (`[routing] max_event_bytes`).
+    pub max_event_bytes: usize,
 }
 
 impl fmt::Debug for Endpoint {
@@ -92,7 +94,10 @@ impl Endpoint {
             if !answer.status.is_success() {
                 return Err(sse::refusal(answer.status, &answer.headers, answer.body).await);
             }
-            return Ok(Upstream { body: answer.body });
+            return Ok(Upstream {
+                body: answer.body,
+                max_event_bytes: self.lanes.max_event_bytes(),
+            });
         }
         let (http, lease) = self
             .lanes
@@ -105,6 +110,7 @@ impl Endpoint {
         });
         Ok(Upstream {
             body: Box::pin(body),
+            max_event_bytes: self.lanes.max_event_bytes(),
         })
     }
 
