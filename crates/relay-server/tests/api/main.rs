@@ -14,6 +14,7 @@ mod docs;
 mod fake_upstream;
 mod hardening;
 mod helpers;
+mod hostile_stream;
 mod memory;
 mod memory_store;
 mod metrics;
