@@ -4,6 +4,7 @@
 //! first provider output all happen before the headers, so a failing model can be replaced by the
 //! next; after the headers every failure is one `error` line.
 
+mod calls;
 mod inject;
 mod quota;
 mod request;

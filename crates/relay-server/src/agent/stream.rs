@@ -2,7 +2,7 @@
 //! sent), then stream NDJSON lines as they come, with keep-alive pings, an idle timeout, and
 //! cancellation when the client goes away (dropping the body drops the upstream request).
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use relay_wire::agent::{
 };
 use tracing::Instrument;
 
-use super::inject;
+use super::{calls, inject};
 use super::quota::Quota;
 use super::request::ValidLeg;
 use crate::error::{ApiError, ApiResult};
@@ -52,6 +52,7 @@ pub async fn open(
     let idle = Duration::from_millis(routing.idle_timeout_ms);
     let retries = routing.retries;
     let system = inject::system_prompt(leg.system.as_deref(), &notes);
+    let history_ids = history_call_ids(&leg);
     state
         .metrics()
         .relay_overhead
@@ -103,7 +104,14 @@ pub async fn open(
                     return Ok(Opened {
                         model: model.name.clone(),
                         note_ids,
-                        events: events_of(state.clone(), model.clone(), start, first, events, idle),
+                        events: events_of(
+                            state.clone(),
+                            model.clone(),
+                            start,
+                            (first, events),
+                            idle,
+                            history_ids,
+                        ),
                     });
                 }
                 Err(e) => {
@@ -197,13 +205,26 @@ fn backoff(e: &ProviderError, attempt: u32) -> Option<Duration> {
     }
 }
 
+/// The call ids of the leg's history: a call this leg emits must not repeat one.
+fn history_call_ids(leg: &ValidLeg) -> HashSet<String> {
+    leg.messages
+        .iter()
+        .filter_map(|m| match m {
+            crate::providers::ChatMessage::Assistant { tool_calls, .. } => Some(tool_calls),
+            _ => None,
+        })
+        .flatten()
+        .map(|c| c.id.clone())
+        .collect()
+}
+
 fn events_of(
     state: AppState,
     model: Arc<ModelEntry>,
     start: AgentEvent,
-    first: ProviderEvent,
-    events: EventStream,
+    (first, events): (ProviderEvent, EventStream),
     idle: Duration,
+    history_ids: HashSet<String>,
 ) -> futures::stream::BoxStream<'static, AgentEvent> {
     state.metrics().active_streams.inc();
     let ping = Duration::from_millis(state.config().routing.ping_interval_ms);
@@ -235,6 +256,7 @@ fn events_of(
         last_upstream: now,
         idle,
         ping,
+        history_ids,
     };
     Box::pin(futures::stream::unfold(leg, |mut leg| async move {
         let event = leg.next_event().await?;
@@ -275,6 +297,8 @@ struct Leg {
     last_upstream: Instant,
     idle: Duration,
     ping: Duration,
+    /// The call ids of the leg's history (see `calls::normalise`).
+    history_ids: HashSet<String>,
 }
 
 impl Drop for Leg {
@@ -378,7 +402,7 @@ impl Leg {
                 } else {
                     metrics.leg(&self.model.name, "tool_calls");
                     AgentEvent::ToolCalls {
-                        calls: tool_calls
+                        calls: calls::normalise(tool_calls, &self.history_ids)
                             .into_iter()
                             .map(|c| WireCall {
                                 id: c.id,
