@@ -22,6 +22,7 @@ use tracing::Instrument;
 use utoipa::IntoParams;
 
 pub use request::{ValidLeg, project_from, project_of, validate};
+pub use quota::Quota;
 pub use stream::Opened;
 
 use crate::domain::ProjectId;

@@ -35,6 +35,9 @@ pub struct Opened {
     pub model: String,
     pub note_ids: Vec<String>,
     pub events: futures::stream::BoxStream<'static, AgentEvent>,
+    /// The leg's quota unit: a door that ends up giving the client nothing but an error (a
+    /// non-streamed answer that failed after the first output) gives it back.
+    pub quota: Quota,
 }
 
 /// Tries the chain until a model produces its first output; the caller encodes the events
@@ -104,6 +107,7 @@ pub async fn open(
                     return Ok(Opened {
                         model: model.name.clone(),
                         note_ids,
+                        quota,
                         events: events_of(
                             state.clone(),
                             model.clone(),
