@@ -113,7 +113,10 @@ mod tests {
         let names: Vec<&str> = out.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["read_file", "run_shell", "__x", "ok"]);
         let raw: serde_json::Value = serde_json::from_str(&out[0].arguments).unwrap();
-        assert_eq!(raw, serde_json::json!({"_raw": "{\"path\":\"a.txt\"} trailing"}));
+        assert_eq!(
+            raw,
+            serde_json::json!({"_raw": "{\"path\":\"a.txt\"} trailing"})
+        );
         assert_eq!(valid_name(&"x".repeat(100)).len(), 64);
     }
 }

@@ -21,8 +21,8 @@ use serde::Deserialize;
 use tracing::Instrument;
 use utoipa::IntoParams;
 
-pub use request::{ValidLeg, project_from, project_of, validate};
 pub use quota::Quota;
+pub use request::{ValidLeg, project_from, project_of, validate};
 pub use stream::Opened;
 
 use crate::domain::ProjectId;

@@ -17,9 +17,9 @@ use relay_wire::agent::{
 };
 use tracing::Instrument;
 
-use super::{calls, inject};
 use super::quota::Quota;
 use super::request::ValidLeg;
+use super::{calls, inject};
 use crate::error::{ApiError, ApiResult};
 use crate::providers::registry::ModelEntry;
 use crate::providers::{EventStream, FinishReason, ProviderError, ProviderEvent, Usage};

@@ -92,7 +92,10 @@ impl Models {
         let mut system_tls = None;
         let max_event = usize::try_from(config.routing.max_event_bytes).unwrap_or(usize::MAX);
         for p in &providers {
-            built.push((p.name.clone(), build_provider(p, env, &mut system_tls, max_event)?));
+            built.push((
+                p.name.clone(),
+                build_provider(p, env, &mut system_tls, max_event)?,
+            ));
         }
         let mut entries = Vec::new();
         for m in &models {

@@ -258,11 +258,13 @@ async fn the_last_admin_cannot_demote_or_delete_themselves() {
     let token = admin(&app, "root@example.com").await;
     let r = patch(&app, &token, "root@example.com", &json!({"role": "user"})).await;
     let b = expect_error(r, 409, "last_admin").await;
-    assert!(
-        b["message"].as_str().unwrap().contains("last admin"),
-        "{b}"
-    );
-    expect_error(delete(&app, &token, "root@example.com").await, 409, "last_admin").await;
+    assert!(b["message"].as_str().unwrap().contains("last admin"), "{b}");
+    expect_error(
+        delete(&app, &token, "root@example.com").await,
+        409,
+        "last_admin",
+    )
+    .await;
     // Still an admin, still there.
     assert_eq!(body(app.me(Some(&token)).await).await["role"], "admin");
 
@@ -271,7 +273,12 @@ async fn the_last_admin_cannot_demote_or_delete_themselves() {
     let r = patch(&app, &token, "root@example.com", &json!({"role": "user"})).await;
     assert_eq!(r.status(), StatusCode::OK);
     // Now the second is the last one.
-    expect_error(delete(&app, &other, "second@example.com").await, 409, "last_admin").await;
+    expect_error(
+        delete(&app, &other, "second@example.com").await,
+        409,
+        "last_admin",
+    )
+    .await;
 }
 
 #[tokio::test]

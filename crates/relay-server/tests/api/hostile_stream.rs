@@ -221,11 +221,7 @@ async fn a_too_large_event_on_chat_completions_is_an_error_in_openai_shape() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "prints timings for RELIABILITY.md; run by hand"]
 async fn hostile_stream_timings() {
-    for (model, idle) in [
-        ("m-big", 60_000),
-        ("m-line", 60_000),
-        ("m-comments", 1_500),
-    ] {
+    for (model, idle) in [("m-big", 60_000), ("m-line", 60_000), ("m-comments", 1_500)] {
         let app = hostile_app(idle).await;
         let started = Instant::now();
         let (lines, health, leg) = with_bystanders(&app, model).await;

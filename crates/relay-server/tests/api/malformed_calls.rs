@@ -124,7 +124,11 @@ async fn anthropic_upstream() -> String {
         "/v1/messages",
         axum::routing::post(move |request: axum::body::Bytes| {
             let answered = String::from_utf8_lossy(&request).contains("tool_result");
-            let body = if answered { text.clone() } else { calls.clone() };
+            let body = if answered {
+                text.clone()
+            } else {
+                calls.clone()
+            };
             async move {
                 axum::response::Response::builder()
                     .header("content-type", "text/event-stream")

@@ -234,7 +234,11 @@ async fn a_request_a_reused_connection_read_whole_then_dropped_is_not_sent_again
     let err = leg(&provider).await.expect_err("no answer to the second");
     assert!(matches!(err, ProviderError::Connect(_)), "{err:?}");
     assert!(err.retryable_before_output());
-    assert_eq!(upstream.accepted(), 1, "no new connection was opened for it");
+    assert_eq!(
+        upstream.accepted(),
+        1,
+        "no new connection was opened for it"
+    );
     assert_eq!(upstream.requests(), 2, "the read request was sent once");
 }
 
