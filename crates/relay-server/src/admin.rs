@@ -132,6 +132,9 @@ pub async fn patch_user(
         patch.reset_usage.unwrap_or(false),
     )?;
     let auth = auth.ok_or(OperatorError::NoAuth)?;
+    if changes.role == Some(Role::User) {
+        operator::keep_an_admin(auth.as_ref(), &email).await?;
+    }
     let user = operator::set_user(auth.as_ref(), &email, changes).await?;
     Ok(axum::Json(UserResult {
         ok: true,
@@ -156,6 +159,7 @@ pub async fn delete_user(
     Path(email): Path<String>,
 ) -> ApiResult<axum::Json<UserResult>> {
     let auth = admin_store(&state, &caller)?.ok_or(OperatorError::NoAuth)?;
+    operator::keep_an_admin(auth.as_ref(), &email).await?;
     let user = operator::delete_user(auth.as_ref(), state.memory().as_ref(), &email).await?;
     Ok(axum::Json(UserResult {
         ok: true,

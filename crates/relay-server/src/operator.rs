@@ -183,9 +183,6 @@ pub async fn set_user(
     changes: UserChanges,
 ) -> Result<User, OperatorError> {
     let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
-    if changes.role == Some(Role::User) {
-        keep_an_admin(auth, email.as_str()).await?;
-    }
     auth.update_user(email.as_str(), changes)
         .await?
         .ok_or_else(|| OperatorError::NoSuchUser(email.to_string()))
@@ -199,7 +196,6 @@ pub async fn delete_user(
     email: &str,
 ) -> Result<User, OperatorError> {
     let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
-    keep_an_admin(auth, email.as_str()).await?;
     let user = auth
         .delete_user(email.as_str())
         .await?
@@ -211,10 +207,12 @@ pub async fn delete_user(
 }
 
 /// Refuses to demote or delete `email` when it is the only admin: nobody could manage accounts
-/// through the API afterwards. A check before the change, not a constraint: two admins demoting
-/// each other at the same instant could still both succeed (the CLI on the server remains the
-/// way back).
-async fn keep_an_admin(auth: &dyn AuthStore, email: &str) -> Result<(), OperatorError> {
+/// through the API afterwards. The admin endpoints call it; `relay users` does not, since the
+/// operator on the server is the way back (and may mean it). A check before the change, not a
+/// constraint: two admins demoting each other at the same instant could still both succeed.
+pub async fn keep_an_admin(auth: &dyn AuthStore, email: &str) -> Result<(), OperatorError> {
+    let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
+    let email = email.as_str();
     let users = auth.list_users().await?;
     let is_admin = |u: &&User| u.role == Role::Admin;
     let target_is_admin = users.iter().filter(is_admin).any(|u| u.email == email);
