@@ -78,7 +78,7 @@ struct Framer {
     line: Vec<u8>,
     /// The last chunk ended with CR: an LF opening the next one ends nothing new.
     after_cr: bool,
-    /// Nothing was read yet (a byte-order mark is dropped there).
+    /// No line was taken yet (a byte-order mark opening the first one is dropped).
     fresh: bool,
     name: String,
     data: String,
@@ -106,9 +106,9 @@ impl Framer {
     }
 
     fn push(&mut self, mut chunk: &[u8]) -> Result<(), ProviderError> {
-        if self.fresh && !chunk.is_empty() {
-            self.fresh = false;
-            chunk = chunk.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(chunk);
+        if chunk.is_empty() {
+            // Not even the CR–LF pairing may change for an empty chunk.
+            return Ok(());
         }
         if std::mem::take(&mut self.after_cr) {
             chunk = chunk.strip_prefix(b"\n").unwrap_or(chunk);
@@ -145,7 +145,11 @@ impl Framer {
     }
 
     /// One complete line: a field, a comment, or the blank line that dispatches the event.
-    fn take_line(&mut self, line: &[u8]) -> Result<(), ProviderError> {
+    fn take_line(&mut self, mut line: &[u8]) -> Result<(), ProviderError> {
+        if std::mem::take(&mut self.fresh) {
+            // Here rather than on the first chunk, which may hold part of the mark only.
+            line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        }
         if line.is_empty() {
             if std::mem::take(&mut self.has_data) {
                 let name = std::mem::take(&mut self.name);
@@ -391,4 +395,74 @@ where
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The events `chunks` frame into, or the first error.
+    fn frame(max: usize, chunks: &[&[u8]]) -> Result<Vec<(String, String)>, ProviderError> {
+        let mut framer = Framer::new(max);
+        for chunk in chunks {
+            framer.push(chunk)?;
+        }
+        framer.end()?;
+        Ok(framer.ready.into_iter().collect())
+    }
+
+    fn event(name: &str, data: &str) -> (String, String) {
+        (name.to_owned(), data.to_owned())
+    }
+
+    #[test]
+    fn line_ends_of_every_kind_and_cut_anywhere_frame_the_same_events() {
+        let text = b"\xEF\xBB\xBFevent: a\r\ndata: 1\r\ndata:2\r\n\r\n: note\rdata: \xC3\xA9\r\rdata\n\ndata: last";
+        let whole = frame(1024, &[text]).unwrap();
+        assert_eq!(
+            whole,
+            [
+                event("a", "1\n2"),
+                event("message", "é"),
+                event("message", ""),
+                event("message", "last")
+            ]
+        );
+        for cut in 0..text.len() {
+            let (a, b) = text.split_at(cut);
+            assert_eq!(frame(1024, &[a, b]).unwrap(), whole, "cut at {cut}");
+        }
+        let bytes: Vec<&[u8]> = text.chunks(1).flat_map(|b| [b, b""]).collect();
+        assert_eq!(frame(1024, &bytes).unwrap(), whole);
+    }
+
+    #[test]
+    fn a_line_or_an_event_past_the_cap_is_an_error() {
+        let too_large = Err(ProviderError::EventTooLarge { max: 16 });
+        assert_eq!(frame(16, &[b"data: 0123456789abcdefg\n\n"]), too_large);
+        // Cut into pieces, each under the cap: the line still counts whole.
+        assert_eq!(
+            frame(16, &[b"data: 01234", b"56789", b"abcdefg"]),
+            too_large
+        );
+        // Lines under the cap that add up to an event over it.
+        assert_eq!(
+            frame(16, &[b"data: 0123456\ndata: 0123456\ndata: 0\n\n"]),
+            too_large
+        );
+        // Comments past the cap are lines too.
+        assert_eq!(frame(16, &[b": 0123456789abcdefg\n"]), too_large);
+        assert_eq!(
+            frame(16, &[b"data: 0123456\n\n"]).unwrap(),
+            [event("message", "0123456")]
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_a_protocol_error() {
+        assert!(matches!(
+            frame(64, &[b"data: \xFF\n\n"]),
+            Err(ProviderError::Protocol(_))
+        ));
+    }
 }
