@@ -56,6 +56,11 @@ pub enum OperatorError {
     NoSuchUser(String),
     #[error("an account with email {0} already exists")]
     Exists(String),
+    /// The change would leave no admin (the last admin demoting or deleting themselves).
+    #[error(
+        "{0} is the last admin: make another account admin first, so that someone can still manage accounts"
+    )]
+    LastAdmin(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -201,10 +206,27 @@ pub async fn delete_user(
     Ok(user)
 }
 
+/// Refuses to demote or delete `email` when it is the only admin: nobody could manage accounts
+/// through the API afterwards. The admin endpoints call it; `relay users` does not, since the
+/// operator on the server is the way back (and may mean it). A check before the change, not a
+/// constraint: two admins demoting each other at the same instant could still both succeed.
+pub async fn keep_an_admin(auth: &dyn AuthStore, email: &str) -> Result<(), OperatorError> {
+    let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
+    let email = email.as_str();
+    let users = auth.list_users().await?;
+    let is_admin = |u: &&User| u.role == Role::Admin;
+    let target_is_admin = users.iter().filter(is_admin).any(|u| u.email == email);
+    if target_is_admin && users.iter().filter(is_admin).count() == 1 {
+        return Err(OperatorError::LastAdmin(email.to_owned()));
+    }
+    Ok(())
+}
+
+/// The message speaks of `limit`, the word of both the API's field and the CLI's `--limit`.
 fn check_limit(limit: Option<i64>) -> Result<Option<i64>, OperatorError> {
     match limit {
         Some(n) if n < -1 => Err(OperatorError::Invalid(format!(
-            "--limit must be -1 (unlimited) or a count, not {n}"
+            "limit must be -1 (unlimited) or a count, not {n}"
         ))),
         other => Ok(other),
     }

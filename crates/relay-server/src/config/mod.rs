@@ -249,6 +249,14 @@ impl Config {
         if self.routing.retries > 5 {
             return bad("routing.retries must be at most 5".into());
         }
+        // Below 64 KiB, ordinary tool-call arguments would end legs; above 1 GiB one provider
+        // could hold that much memory per leg.
+        if !(64 * 1024..=1024 * 1024 * 1024).contains(&self.routing.max_event_bytes) {
+            return bad(format!(
+                "routing.max_event_bytes must be between 65536 (64 KiB) and 1073741824 (1 GiB), not {}",
+                self.routing.max_event_bytes
+            ));
+        }
         if let Some(search) = &self.search
             && search.kind == SearchKind::Searxng
             && search.base_url.is_none()
@@ -350,5 +358,15 @@ mod tests {
     fn routing_to_an_unknown_model_is_refused() {
         let c = Config::from_toml("[routing]\nauto = [\"gpt-9\"]\n", Path::new("x")).unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("gpt-9"));
+    }
+
+    #[test]
+    fn the_event_cap_defaults_to_4_mib_and_is_bounded() {
+        assert_eq!(Config::default().routing.max_event_bytes, 4 * 1024 * 1024);
+        let c = Config::from_toml("[routing]\nmax_event_bytes = 100\n", Path::new("x")).unwrap();
+        let message = c.validate().unwrap_err().to_string();
+        assert!(message.contains("routing.max_event_bytes"), "{message}");
+        let c = Config::from_toml("[routing]\nmax_event_bytes = 65536\n", Path::new("x")).unwrap();
+        assert!(c.validate().is_ok());
     }
 }

@@ -97,6 +97,9 @@ pub struct RoutingConfig {
     pub ping_interval_ms: u64,
     /// Tries per model before the leg moves to the next one.
     pub retries: u32,
+    /// The most one line, or one event, of a provider's event stream may hold (bytes); past it
+    /// the leg ends with an `upstream_event_too_large` error and the buffer is freed.
+    pub max_event_bytes: u64,
 }
 
 impl Default for RoutingConfig {
@@ -108,6 +111,7 @@ impl Default for RoutingConfig {
             idle_timeout_ms: 120_000,
             ping_interval_ms: 15_000,
             retries: 1,
+            max_event_bytes: 4 * 1024 * 1024,
         }
     }
 }

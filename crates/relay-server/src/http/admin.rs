@@ -44,6 +44,7 @@ impl From<OperatorError> for ApiError {
                 ApiError::not_found("no account with this email")
             }
             OperatorError::Exists(_) => ApiError::internal("unexpected conflict"),
+            e @ OperatorError::LastAdmin(_) => ApiError::new(ErrorCode::LastAdmin, e.to_string()),
             OperatorError::Store(e) => e.into(),
             OperatorError::Other(e) => ApiError::internal(e),
         }
@@ -117,6 +118,7 @@ pub async fn list_users(
         (status = 400, description = "An unknown role, or a limit below -1", body = ErrorBody),
         (status = 403, description = "`forbidden`: the caller is not an admin", body = ErrorBody),
         (status = 404, description = "`not_found`: no account with this email", body = ErrorBody),
+        (status = 409, description = "`last_admin`: the change would demote the only admin", body = ErrorBody),
     ))]
 pub async fn patch_user(
     State(state): State<AppState>,
@@ -131,6 +133,9 @@ pub async fn patch_user(
         patch.reset_usage.unwrap_or(false),
     )?;
     let auth = auth.ok_or(OperatorError::NoAuth)?;
+    if changes.role == Some(Role::User) {
+        operator::keep_an_admin(auth.as_ref(), &email).await?;
+    }
     let user = operator::set_user(auth.as_ref(), &email, changes).await?;
     Ok(axum::Json(UserResult {
         ok: true,
@@ -147,6 +152,7 @@ pub async fn patch_user(
             example = json!({"ok": true, "user": {"id": "u_9b2e4d6f80a1c3e5", "email": "bob@example.com", "role": "user", "limit": 100, "used": 12, "remaining": 88, "created_at": 1_763_900_500.0}})),
         (status = 403, description = "`forbidden`: the caller is not an admin", body = ErrorBody),
         (status = 404, description = "`not_found`: no account with this email", body = ErrorBody),
+        (status = 409, description = "`last_admin`: the account is the only admin", body = ErrorBody),
     ))]
 pub async fn delete_user(
     State(state): State<AppState>,
@@ -154,6 +160,7 @@ pub async fn delete_user(
     Path(email): Path<String>,
 ) -> ApiResult<axum::Json<UserResult>> {
     let auth = admin_store(&state, &caller)?.ok_or(OperatorError::NoAuth)?;
+    operator::keep_an_admin(auth.as_ref(), &email).await?;
     let user = operator::delete_user(auth.as_ref(), state.memory().as_ref(), &email).await?;
     Ok(axum::Json(UserResult {
         ok: true,

@@ -175,6 +175,10 @@ pub enum ProviderError {
     /// A malformed stream: bad framing, invalid JSON, or an end without a finish.
     #[error("the provider's stream was malformed: {0}")]
     Protocol(String),
+    /// One SSE line or event was larger than `[routing] max_event_bytes`; the stream was ended
+    /// there and its buffer freed.
+    #[error("the provider sent an event larger than {max} bytes (routing.max_event_bytes)")]
+    EventTooLarge { max: usize },
     /// Reserved for the caller: the stream went quiet for too long.
     #[error("the provider stopped sending data")]
     IdleTimeout,
@@ -207,6 +211,7 @@ impl ProviderError {
             Self::RateLimited { .. } => "rate_limited",
             Self::Status { .. } => "status",
             Self::Protocol(_) => "protocol",
+            Self::EventTooLarge { .. } => "event_too_large",
             Self::IdleTimeout => "idle_timeout",
         }
     }
@@ -218,7 +223,8 @@ impl ProviderError {
             Self::Status { status, .. } => *status >= 500 || *status == 408 || *status == 409,
             // A provider that goes quiet before saying anything is as good as unreachable.
             Self::IdleTimeout => true,
-            Self::Protocol(_) => false,
+            // A broken or hostile stream; another try would most likely be the same.
+            Self::Protocol(_) | Self::EventTooLarge { .. } => false,
         }
     }
 }

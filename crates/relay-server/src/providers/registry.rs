@@ -90,8 +90,12 @@ impl Models {
         // One TLS configuration (and so one copy of the system's trust store) for every provider
         // that trusts the system's roots.
         let mut system_tls = None;
+        let max_event = usize::try_from(config.routing.max_event_bytes).unwrap_or(usize::MAX);
         for p in &providers {
-            built.push((p.name.clone(), build_provider(p, env, &mut system_tls)?));
+            built.push((
+                p.name.clone(),
+                build_provider(p, env, &mut system_tls, max_event)?,
+            ));
         }
         let mut entries = Vec::new();
         for m in &models {
@@ -161,6 +165,7 @@ fn build_provider(
     p: &ProviderConfig,
     env: &dyn Env,
     system_tls: &mut Option<ClientSettings>,
+    max_event: usize,
 ) -> anyhow::Result<Arc<dyn Provider>> {
     let key = match &p.api_key_env {
         Some(var) => Some(env.var(var).ok_or_else(|| {
@@ -172,7 +177,7 @@ fn build_provider(
         None => None,
     };
     let base = |default: &str| p.base_url.clone().unwrap_or_else(|| default.to_owned());
-    let mut lanes = || lanes_for(p, system_tls);
+    let mut lanes = || lanes_for(p, system_tls, max_event);
     Ok(match p.kind {
         ProviderKind::Openai => Arc::new(OpenAiProvider::new(
             base(providers::openai::DEFAULT_BASE_URL),
@@ -205,6 +210,7 @@ fn build_provider(
 fn lanes_for(
     p: &ProviderConfig,
     system_tls: &mut Option<ClientSettings>,
+    max_event: usize,
 ) -> anyhow::Result<Arc<Lanes>> {
     let settings = match &p.ca_file {
         Some(path) => ClientSettings::with_ca_file(path)
@@ -225,5 +231,7 @@ fn lanes_for(
     } else {
         p.streams_per_connection
     };
-    Ok(Arc::new(Lanes::new(settings, per_connection)?))
+    Ok(Arc::new(
+        Lanes::new(settings, per_connection)?.with_max_event_bytes(max_event),
+    ))
 }

@@ -1,18 +1,28 @@
 //! Server-sent events in, `ProviderEvent`s out: the part every HTTP adapter shares.
 //!
-//! Bytes go through `eventsource-stream` (which keeps a line split across chunks, a CR apart
-//! from its LF, or a UTF-8 sequence cut in two, until the rest arrives) and each event goes to
-//! the adapter's normaliser. The stream ends after the first error or after `Finished`, so a
-//! consumer never sees anything past a terminal item. Parsing only: sending the request and
-//! reading a refusal live in `providers::transport`.
+//! Bytes go through `Framer` (the WHATWG event-stream rules: lines end at CRLF, LF or CR, a line
+//! or a UTF-8 sequence cut between chunks waits for the rest) and each event goes to the
+//! adapter's normaliser. Each byte is looked at once, so a line arriving in many small chunks
+//! costs linear time, and a line or an event larger than `max_event_bytes` ends the stream with
+//! `ProviderError::EventTooLarge` and frees what was buffered. The driver hands the thread back to
+//! the runtime after every chunk it takes, so a provider that floods its socket (one endless line,
+//! a stream of `:` comments) delays other users' tasks by one budget's worth of chunks, not more.
+//! The stream ends after the first error or after `Finished`, so a consumer never sees anything
+//! past a terminal item. Parsing only: sending the request and reading a refusal live in
+//! `providers::transport`.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 
 use bytes::Bytes;
-use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 
 use super::{EventStream, ProviderError, ProviderEvent};
+
+/// The most one SSE line, or one event's data, may hold when no `[routing] max_event_bytes` says
+/// otherwise: far above any real event (a whole file's content in one tool call), far below
+/// what would let one provider fill the memory.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
 
 /// The pure half of an adapter: provider SSE events in, normalised events out.
 pub trait EventNormaliser: Send + 'static {
@@ -29,23 +39,27 @@ pub trait EventNormaliser: Send + 'static {
     }
 }
 
-/// Drives a byte stream through SSE parsing into `normaliser`; the transport's own errors end
-/// the stream as they are.
+/// Drives a byte stream through SSE parsing into `normaliser` with the default event cap; the
+/// transport's own errors end the stream as they are.
 pub fn drive<S, E, N>(bytes: S, normaliser: N) -> EventStream
 where
     S: Stream<Item = Result<Bytes, E>> + Send + 'static,
     E: Into<ProviderError> + Send + 'static,
     N: EventNormaliser,
 {
-    // A body may end without the blank line that dispatches its last event (Anthropic's SDK
-    // fixture does); two more line ends flush it, and are harmless after a proper ending.
-    let flushed = bytes
-        .flat_map(|chunk| futures::stream::iter(pieces(chunk)))
-        .chain(futures::stream::once(async {
-            Ok(Bytes::from_static(b"\n\n"))
-        }));
+    drive_capped(bytes, DEFAULT_MAX_EVENT_BYTES, normaliser)
+}
+
+/// As `drive`, with lines and events capped at `max_event_bytes`.
+pub fn drive_capped<S, E, N>(bytes: S, max_event_bytes: usize, normaliser: N) -> EventStream
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+    E: Into<ProviderError> + Send + 'static,
+    N: EventNormaliser,
+{
     let state = Driver {
-        events: Box::pin(flushed.eventsource()),
+        bytes: Some(Box::pin(bytes)),
+        framer: Framer::new(max_event_bytes),
         normaliser,
         queue: VecDeque::new(),
         done: false,
@@ -53,38 +67,147 @@ where
     Box::pin(futures::stream::unfold(state, Driver::step))
 }
 
-/// Pieces of a large chunk, each ending at a line end where one is near (slices, no copy).
-/// The SSE parser copies the unparsed rest of its buffer after every line it consumes, so a
-/// large chunk holding many events would cost it quadratic time; small chunks pass as they are.
-fn pieces<E>(chunk: Result<Bytes, E>) -> Vec<Result<Bytes, E>> {
-    const PIECE: usize = 4096;
-    let chunk = match chunk {
-        Ok(chunk) if chunk.len() > PIECE => chunk,
-        other => return vec![other],
-    };
-    let mut out = Vec::new();
-    let mut start = 0;
-    while chunk.len() - start > PIECE {
-        let window = &chunk[start..start + PIECE];
-        let cut = match window.iter().rposition(|b| *b == b'\n') {
-            Some(i) => start + i + 1,
-            // A line longer than a piece: cut after its end, wherever that is.
-            None => chunk[start + PIECE..]
-                .iter()
-                .position(|b| *b == b'\n')
-                .map_or(chunk.len(), |i| start + PIECE + i + 1),
+/// SSE framing, fed chunk by chunk. Complete events wait in `ready`; the line begun in one chunk
+/// and not ended yet waits in `line`, and only the bytes of each new chunk are searched for a
+/// line end.
+struct Framer {
+    max: usize,
+    /// The unfinished line (bytes, so a UTF-8 sequence cut between chunks waits whole).
+    line: Vec<u8>,
+    /// The last chunk ended with CR: an LF opening the next one ends nothing new.
+    after_cr: bool,
+    /// No line was taken yet (a byte-order mark opening the first one is dropped).
+    fresh: bool,
+    name: String,
+    data: String,
+    /// A `data` line was seen: an event with empty data is still dispatched.
+    has_data: bool,
+    ready: VecDeque<(String, String)>,
+}
+
+impl Framer {
+    fn new(max: usize) -> Self {
+        Self {
+            max,
+            line: Vec::new(),
+            after_cr: false,
+            fresh: true,
+            name: String::new(),
+            data: String::new(),
+            has_data: false,
+            ready: VecDeque::new(),
+        }
+    }
+
+    fn too_large(&self) -> ProviderError {
+        ProviderError::EventTooLarge { max: self.max }
+    }
+
+    fn push(&mut self, mut chunk: &[u8]) -> Result<(), ProviderError> {
+        if chunk.is_empty() {
+            // Not even the CR–LF pairing may change for an empty chunk.
+            return Ok(());
+        }
+        if std::mem::take(&mut self.after_cr) {
+            chunk = chunk.strip_prefix(b"\n").unwrap_or(chunk);
+        }
+        while let Some(end) = chunk.iter().position(|b| *b == b'\n' || *b == b'\r') {
+            let (head, rest) = chunk.split_at(end);
+            let ending = match rest {
+                [b'\r', b'\n', ..] => 2,
+                [b'\r'] => {
+                    self.after_cr = true;
+                    1
+                }
+                _ => 1,
+            };
+            if self.line.is_empty() {
+                self.take_line(head)?;
+            } else {
+                self.extend(head)?;
+                let line = std::mem::take(&mut self.line);
+                self.take_line(&line)?;
+            }
+            chunk = &rest[ending..];
+        }
+        self.extend(chunk)
+    }
+
+    /// Appends to the unfinished line, within the cap.
+    fn extend(&mut self, bytes: &[u8]) -> Result<(), ProviderError> {
+        if self.line.len() + bytes.len() > self.max {
+            return Err(self.too_large());
+        }
+        self.line.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// One complete line: a field, a comment, or the blank line that dispatches the event.
+    fn take_line(&mut self, mut line: &[u8]) -> Result<(), ProviderError> {
+        if std::mem::take(&mut self.fresh) {
+            // Here rather than on the first chunk, which may hold part of the mark only.
+            line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        }
+        if line.is_empty() {
+            if std::mem::take(&mut self.has_data) {
+                let name = std::mem::take(&mut self.name);
+                let name = if name.is_empty() {
+                    "message".to_owned()
+                } else {
+                    name
+                };
+                self.ready.push_back((name, std::mem::take(&mut self.data)));
+            } else {
+                self.name.clear();
+            }
+            return Ok(());
+        }
+        if line.len() > self.max {
+            return Err(self.too_large());
+        }
+        // A comment (`: keep-alive`) carries nothing, and is not even checked for UTF-8.
+        if line[0] == b':' {
+            return Ok(());
+        }
+        let line = std::str::from_utf8(line)
+            .map_err(|_| ProviderError::Protocol("the stream is not UTF-8".into()))?;
+        let (field, value) = match line.split_once(':') {
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line, ""),
         };
-        out.push(Ok(chunk.slice(start..cut)));
-        start = cut;
+        match field {
+            "data" => {
+                if self.data.len() + value.len() + 1 > self.max {
+                    return Err(self.too_large());
+                }
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(value);
+                self.has_data = true;
+            }
+            "event" => value.clone_into(&mut self.name),
+            // `id`, `retry` and unknown fields mean nothing to a one-shot answer.
+            _ => {}
+        }
+        Ok(())
     }
-    if start < chunk.len() {
-        out.push(Ok(chunk.slice(start..)));
+
+    /// The body ended: an event its last blank line never dispatched is dispatched now (a body
+    /// may end without it; Anthropic's SDK fixture does).
+    fn end(&mut self) -> Result<(), ProviderError> {
+        if !self.line.is_empty() {
+            let line = std::mem::take(&mut self.line);
+            self.take_line(&line)?;
+        }
+        self.take_line(b"")
     }
-    out
 }
 
 struct Driver<S, N> {
-    events: std::pin::Pin<Box<eventsource_stream::EventStream<S>>>,
+    /// The body; `None` once it ended or failed (dropping it closes the connection).
+    bytes: Option<Pin<Box<S>>>,
+    framer: Framer,
     normaliser: N,
     queue: VecDeque<ProviderEvent>,
     done: bool,
@@ -106,8 +229,8 @@ where
             if self.done {
                 return None;
             }
-            match self.events.next().await {
-                Some(Ok(event)) => match self.normaliser.feed(&event.event, &event.data) {
+            if let Some((name, data)) = self.framer.ready.pop_front() {
+                match self.normaliser.feed(&name, &data) {
                     Ok(events) => {
                         self.queue.extend(events);
                         if self.normaliser.is_complete()
@@ -117,10 +240,30 @@ where
                         }
                     }
                     Err(err) => return self.fail(err),
-                },
-                Some(Err(err)) => return self.fail(stream_error(err)),
+                }
+                continue;
+            }
+            let Some(bytes) = self.bytes.as_mut() else {
+                // The body ended and every event it held was fed.
+                if let Err(err) = self.close() {
+                    return self.fail(err);
+                }
+                continue;
+            };
+            match bytes.next().await {
+                Some(Ok(chunk)) => {
+                    if let Err(err) = self.framer.push(&chunk) {
+                        return self.fail(err);
+                    }
+                    // A socket that always has bytes would keep this task (and every task queued
+                    // behind it on the thread) running: one budget unit per chunk, and the task
+                    // yields when the budget is spent.
+                    tokio::task::consume_budget().await;
+                }
+                Some(Err(err)) => return self.fail(err.into()),
                 None => {
-                    if let Err(err) = self.close() {
+                    self.bytes = None;
+                    if let Err(err) = self.framer.end() {
                         return self.fail(err);
                     }
                 }
@@ -130,25 +273,21 @@ where
 
     fn close(&mut self) -> Result<(), ProviderError> {
         self.done = true;
+        self.bytes = None;
         let finished = self.normaliser.finish()?;
         self.queue.push_back(finished);
         Ok(())
     }
 
     /// An error ends the stream; output already queued is dropped with it, since the
-    /// caller reports the error instead of a finish.
+    /// caller reports the error instead of a finish. The connection and the framing buffers
+    /// go at once, not when the consumer drops the stream.
     fn fail(mut self, err: ProviderError) -> Step<Self> {
         self.done = true;
+        self.bytes = None;
         self.queue.clear();
+        self.framer = Framer::new(self.framer.max);
         Some((Err(err), self))
-    }
-}
-
-fn stream_error<E: Into<ProviderError>>(err: EventStreamError<E>) -> ProviderError {
-    match err {
-        EventStreamError::Utf8(_) => ProviderError::Protocol("the stream is not UTF-8".into()),
-        EventStreamError::Parser(_) => ProviderError::Protocol("malformed SSE framing".into()),
-        EventStreamError::Transport(e) => e.into(),
     }
 }
 

@@ -251,3 +251,44 @@ async fn open_mode_has_no_accounts_to_manage() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn the_last_admin_cannot_demote_or_delete_themselves() {
+    let app = TestApp::with_auth().await;
+    let token = admin(&app, "root@example.com").await;
+    let r = patch(&app, &token, "root@example.com", &json!({"role": "user"})).await;
+    let b = expect_error(r, 409, "last_admin").await;
+    assert!(b["message"].as_str().unwrap().contains("last admin"), "{b}");
+    expect_error(
+        delete(&app, &token, "root@example.com").await,
+        409,
+        "last_admin",
+    )
+    .await;
+    // Still an admin, still there.
+    assert_eq!(body(app.me(Some(&token)).await).await["role"], "admin");
+
+    // With a second admin, the first may step down.
+    let other = admin(&app, "second@example.com").await;
+    let r = patch(&app, &token, "root@example.com", &json!({"role": "user"})).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    // Now the second is the last one.
+    expect_error(
+        delete(&app, &other, "second@example.com").await,
+        409,
+        "last_admin",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn api_errors_name_the_api_field_not_the_cli_flag() {
+    let app = TestApp::with_auth().await;
+    let token = admin(&app, "root@example.com").await;
+    app.user("bob@example.com").await;
+    let r = patch(&app, &token, "bob@example.com", &json!({"limit": -5})).await;
+    let b = expect_error(r, 400, "invalid_request").await;
+    let message = b["message"].as_str().unwrap();
+    assert!(message.starts_with("limit must be"), "{message}");
+    assert!(!message.contains("--"), "{message}");
+}

@@ -408,3 +408,53 @@ async fn a_storm_of_429s_and_500s_leaves_no_stream_open_and_every_leg_terminated
         "{metrics}"
     );
 }
+
+#[tokio::test]
+async fn a_non_streamed_compatible_call_cut_after_the_first_output_costs_nothing() {
+    let fake = FakeUpstream::start().await;
+    let app = auth_app(&fake, 10).await;
+    let token = app.user("sdk@example.com").await;
+    let app = &app;
+    let token = &token;
+    let used = || async move { body(app.me(Some(token)).await).await["used"].clone() };
+    assert_eq!(used().await, 0);
+
+    fake.push("up-1", Reply::SseThenCut(vec![up::text_chunk("partial ")]));
+    let r = app
+        .post(
+            "/v1/chat/completions",
+            Some(token),
+            &json!({"model": "m1", "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert!(r.status().is_server_error(), "{}", r.status());
+    assert_eq!(used().await, 0, "chat completions: the unit was given back");
+
+    fake.push("up-1", Reply::SseThenCut(vec![up::text_chunk("partial ")]));
+    let r = app
+        .client
+        .post(app.url("/v1/messages"))
+        .bearer_auth(token)
+        .header("anthropic-version", "2023-06-01")
+        .json(&json!({"model": "m1", "max_tokens": 16,
+                      "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_server_error(), "{}", r.status());
+    assert_eq!(used().await, 0, "messages: the unit was given back");
+
+    // A streamed call that fails the same way delivered output: it keeps its unit.
+    fake.push("up-1", Reply::SseThenCut(vec![up::text_chunk("partial ")]));
+    let r = app
+        .post(
+            "/v1/chat/completions",
+            Some(token),
+            &json!({"model": "m1", "stream": true,
+                    "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.text().await.unwrap().contains("partial "));
+    assert_eq!(used().await, 1);
+}

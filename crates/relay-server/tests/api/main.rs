@@ -19,6 +19,8 @@ mod docs;
 mod fake_upstream;
 mod hardening;
 mod helpers;
+mod hostile_stream;
+mod malformed_calls;
 mod memory;
 mod memory_store;
 mod metrics;

@@ -4,6 +4,7 @@
 //! first provider output all happen before the headers, so a failing model can be replaced by the
 //! next; after the headers every failure is one `error` line.
 
+mod calls;
 mod inject;
 mod quota;
 mod request;
@@ -20,6 +21,7 @@ use serde::Deserialize;
 use tracing::Instrument;
 use utoipa::IntoParams;
 
+pub use quota::Quota;
 pub use request::{ValidLeg, project_from, project_of, validate};
 pub use stream::Opened;
 
@@ -51,7 +53,7 @@ pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
         (status = 400, description = "`invalid_request` or `unknown_model`; costs no quota", body = ErrorBody),
         (status = 403, description = "`quota_exceeded`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (per caller, or every model was rate limited); see Retry-After", body = ErrorBody),
-        (status = 502, description = "`upstream_error`: every model failed before any output", body = ErrorBody),
+        (status = 502, description = "`upstream_error`: every model failed before any output; `upstream_event_too_large`: the provider sent an event larger than `[routing] max_event_bytes`", body = ErrorBody),
         (status = 503, description = "`provider_unavailable`: no provider could be reached", body = ErrorBody),
     ))]
 pub async fn stream_leg(

@@ -2,7 +2,7 @@
 //! sent), then stream NDJSON lines as they come, with keep-alive pings, an idle timeout, and
 //! cancellation when the client goes away (dropping the body drops the upstream request).
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,9 +17,9 @@ use relay_wire::agent::{
 };
 use tracing::Instrument;
 
-use super::inject;
 use super::quota::Quota;
 use super::request::ValidLeg;
+use super::{calls, inject};
 use crate::error::{ApiError, ApiResult};
 use crate::http::state::AppState;
 use crate::providers::registry::ModelEntry;
@@ -35,6 +35,9 @@ pub struct Opened {
     pub model: String,
     pub note_ids: Vec<String>,
     pub events: futures::stream::BoxStream<'static, AgentEvent>,
+    /// The leg's quota unit: a door that ends up giving the client nothing but an error (a
+    /// non-streamed answer that failed after the first output) gives it back.
+    pub quota: Quota,
 }
 
 /// Tries the chain until a model produces its first output; the caller encodes the events
@@ -52,6 +55,7 @@ pub async fn open(
     let idle = Duration::from_millis(routing.idle_timeout_ms);
     let retries = routing.retries;
     let block = inject::block(&notes);
+    let history_ids = history_call_ids(&leg);
     state
         .metrics()
         .relay_overhead
@@ -103,7 +107,15 @@ pub async fn open(
                     return Ok(Opened {
                         model: model.name.clone(),
                         note_ids,
-                        events: events_of(state.clone(), model.clone(), start, first, events, idle),
+                        quota,
+                        events: events_of(
+                            state.clone(),
+                            model.clone(),
+                            start,
+                            (first, events),
+                            idle,
+                            history_ids,
+                        ),
                     });
                 }
                 Err(e) => {
@@ -133,6 +145,10 @@ pub async fn open(
             "every model is rate limiting requests; retry after the time in Retry-After",
         )
         .with_retry_after(retry_after.map_or(1, |d| d.as_secs().max(1))),
+        Some(e @ ProviderError::EventTooLarge { .. }) => ApiError::new(
+            ErrorCode::UpstreamEventTooLarge,
+            format!("{e}; the quota unit was given back"),
+        ),
         Some(_) if reached_any => ApiError::new(
             ErrorCode::UpstreamError,
             "every model failed before answering; the quota unit was given back",
@@ -193,13 +209,26 @@ fn backoff(e: &ProviderError, attempt: u32) -> Option<Duration> {
     }
 }
 
+/// The call ids of the leg's history: a call this leg emits must not repeat one.
+fn history_call_ids(leg: &ValidLeg) -> HashSet<String> {
+    leg.messages
+        .iter()
+        .filter_map(|m| match m {
+            crate::providers::ChatMessage::Assistant { tool_calls, .. } => Some(tool_calls),
+            _ => None,
+        })
+        .flatten()
+        .map(|c| c.id.clone())
+        .collect()
+}
+
 fn events_of(
     state: AppState,
     model: Arc<ModelEntry>,
     start: AgentEvent,
-    first: ProviderEvent,
-    events: EventStream,
+    (first, events): (ProviderEvent, EventStream),
     idle: Duration,
+    history_ids: HashSet<String>,
 ) -> futures::stream::BoxStream<'static, AgentEvent> {
     state.metrics().active_streams.inc();
     let ping = Duration::from_millis(state.config().routing.ping_interval_ms);
@@ -231,6 +260,7 @@ fn events_of(
         last_upstream: now,
         idle,
         ping,
+        history_ids,
     };
     Box::pin(futures::stream::unfold(leg, |mut leg| async move {
         let event = leg.next_event().await?;
@@ -271,6 +301,8 @@ struct Leg {
     last_upstream: Instant,
     idle: Duration,
     ping: Duration,
+    /// The call ids of the leg's history (see `calls::normalise`).
+    history_ids: HashSet<String>,
 }
 
 impl Drop for Leg {
@@ -386,7 +418,7 @@ impl Leg {
                 } else {
                     metrics.leg(&self.model.name, "tool_calls");
                     AgentEvent::ToolCalls {
-                        calls: tool_calls
+                        calls: calls::normalise(tool_calls, &self.history_ids)
                             .into_iter()
                             .map(|c| WireCall {
                                 id: c.id,
@@ -425,7 +457,12 @@ impl Leg {
             ProviderError::IdleTimeout => (ErrorCode::UpstreamError, true),
             ProviderError::Status { status, .. } => (ErrorCode::UpstreamError, *status >= 500),
             ProviderError::Protocol(_) => (ErrorCode::UpstreamError, true),
+            // The same request would most likely bring the same event back.
+            ProviderError::EventTooLarge { .. } => (ErrorCode::UpstreamEventTooLarge, false),
         };
+        // The upstream connection (and anything it buffered) goes now, not when the client
+        // has read the last line.
+        self.events = Box::pin(futures::stream::empty());
         AgentEvent::Error {
             error,
             message: e.to_string(),

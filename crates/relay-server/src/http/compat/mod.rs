@@ -208,6 +208,11 @@ pub async fn answer(
             .boxed())
     } else {
         let collected = collect(opened.events).await;
+        if matches!(collected.terminal, AgentEvent::Error { .. }) {
+            // The client gets an error and none of the output: the call cost nothing (SDKs
+            // retry a 5xx, and each try would cost a unit otherwise).
+            opened.quota.refund().await;
+        }
         encoder.complete(collected)?.into_response()
     };
     Ok(with_receipt(response, &opened.note_ids))

@@ -39,6 +39,8 @@ pub struct Endpoint {
 /// place there until the body is dropped.
 pub struct Upstream {
     pub body: BoxStream<'static, Result<Bytes, ProviderError>>,
+    /// The most one SSE line or event of `body` may hold (`[routing] max_event_bytes`).
+    pub max_event_bytes: usize,
 }
 
 impl fmt::Debug for Endpoint {
@@ -93,7 +95,10 @@ impl Endpoint {
             if !answer.status.is_success() {
                 return Err(refusal::refusal(answer.status, &answer.headers, answer.body).await);
             }
-            return Ok(Upstream { body: answer.body });
+            return Ok(Upstream {
+                body: answer.body,
+                max_event_bytes: self.lanes.max_event_bytes(),
+            });
         }
         let (http, lease) = self
             .lanes
@@ -106,6 +111,7 @@ impl Endpoint {
         });
         Ok(Upstream {
             body: Box::pin(body),
+            max_event_bytes: self.lanes.max_event_bytes(),
         })
     }
 
@@ -158,5 +164,5 @@ pub(crate) fn stream_response<N: EventNormaliser>(
     upstream: Upstream,
     normaliser: N,
 ) -> EventStream {
-    sse::drive(upstream.body, normaliser)
+    sse::drive_capped(upstream.body, upstream.max_event_bytes, normaliser)
 }

@@ -114,6 +114,8 @@ pub struct Lanes {
     per_lane: usize,
     lanes: Mutex<Vec<Lane>>,
     plain: Arc<Pool>,
+    /// `[routing] max_event_bytes`, for the legs' SSE framing.
+    max_event_bytes: usize,
 }
 
 /// A leg's place on a lane, given back when the leg's upstream response is dropped.
@@ -140,7 +142,20 @@ impl Lanes {
             per_lane: per_lane.max(1),
             lanes: Mutex::new(vec![first]),
             plain: Arc::new(Pool::default()),
+            max_event_bytes: crate::providers::sse::DEFAULT_MAX_EVENT_BYTES,
         })
+    }
+
+    /// The same lanes with SSE lines and events capped at `max` bytes.
+    #[must_use]
+    pub fn with_max_event_bytes(mut self, max: usize) -> Self {
+        self.max_event_bytes = max;
+        self
+    }
+
+    /// The most one SSE line or event of a leg's answer may hold.
+    pub fn max_event_bytes(&self) -> usize {
+        self.max_event_bytes
     }
 
     /// A client for one leg and its lease: the first lane with room (so legs pack onto few

@@ -11,8 +11,9 @@
 //! chunked and close-delimited bodies, `Connection: close`. HTTPS providers stay on reqwest.
 //!
 //! Connections whose answer was read to its end go back to an idle pool (90 s, as reqwest), and
-//! a pooled connection that the provider closed meanwhile is noticed before use; one that fails
-//! before any byte of the answer arrived is replaced by a new connection once.
+//! a pooled connection that the provider closed meanwhile is noticed before use; one on which the
+//! request could not be written is replaced by a new connection once (a request written whole is
+//! never sent twice from here: the provider may have billed it).
 
 use std::collections::VecDeque;
 use std::io;
@@ -97,10 +98,13 @@ impl Pool {
                 Ok((stream, call, response, rest)) => {
                     return Ok(self.answer(stream, call, response, rest));
                 }
-                // The provider closed an idle connection as it was taken: the request never
-                // reached it, so it goes once more, on a new connection.
-                Err(Failure::Unanswered) if reused => {}
-                Err(Failure::Unanswered | Failure::Io) => {
+                // The provider closed an idle connection as it was taken and the request could
+                // not even be written: it never reached the provider, so it goes once more, on a
+                // new connection. A request written in full is never sent again here (the
+                // provider may have started on it, and billed it); it fails like any other
+                // failure before the first byte, and routing decides (RELIABILITY.md).
+                Err(Failure::Unsent) if reused => {}
+                Err(Failure::Unsent | Failure::Unanswered | Failure::Io) => {
                     return Err(ProviderError::Connect("connection failed".into()));
                 }
                 Err(Failure::Protocol(what)) => return Err(ProviderError::Protocol(what.into())),
@@ -236,7 +240,9 @@ fn encode(
 }
 
 enum Failure {
-    /// The connection ended or broke before any byte of the answer.
+    /// The request could not be written whole: the provider cannot have read it.
+    Unsent,
+    /// The request was written, then the connection ended or broke before any byte of the answer.
     Unanswered,
     /// It broke after the answer began.
     Io,
@@ -262,7 +268,7 @@ async fn exchange(
     stream
         .write_all(request)
         .await
-        .map_err(|_| Failure::Unanswered)?;
+        .map_err(|_| Failure::Unsent)?;
     let mut head: Vec<u8> = Vec::new();
     loop {
         stream.readable().await.map_err(|_| Failure::Io)?;
@@ -375,7 +381,12 @@ impl Reader {
                     let broken = self.fail(broke());
                     return (!close_delimited).then_some(Err(broken));
                 }
-                Ok(_) => {}
+                Ok(_) => {
+                    // A provider that keeps the socket full would never let `readable` wait:
+                    // each read spends a unit of the task's budget, so the task yields to the
+                    // others on the thread when it is spent.
+                    tokio::task::consume_budget().await;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(_) => return Some(Err(self.fail(broke()))),
             }
