@@ -153,7 +153,13 @@ pub async fn delete_user(
     Path(email): Path<String>,
 ) -> ApiResult<axum::Json<UserResult>> {
     let auth = admin_store(&state, &caller)?.ok_or(OperatorError::NoAuth)?;
-    let user = operator::delete_user(auth.as_ref(), state.memory().as_ref(), &email).await?;
+    let user = operator::delete_user(
+        auth.as_ref(),
+        state.memory().as_ref(),
+        state.ledger().store().as_ref(),
+        &email,
+    )
+    .await?;
     Ok(axum::Json(UserResult {
         ok: true,
         user: user.into(),

@@ -32,6 +32,7 @@ pub mod state;
 pub mod store;
 pub mod suggest;
 pub mod telemetry;
+pub mod usage;
 pub mod waitlist;
 
 pub use app::{Relay, shutdown_signal};

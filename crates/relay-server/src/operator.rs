@@ -149,6 +149,7 @@ impl Users {
         delete_user(
             self.auth()?.as_ref(),
             self.stores.memory.memory.as_ref(),
+            self.stores.memory.usage.as_ref(),
             email,
         )
         .await
@@ -183,11 +184,12 @@ pub async fn set_user(
         .ok_or_else(|| OperatorError::NoSuchUser(email.to_string()))
 }
 
-/// Deletes the account, its sessions, and every note it stored: the one code path of
-/// `relay users delete` and the admin endpoint.
+/// Deletes the account, its sessions, every note it stored and its usage records: the one code
+/// path of `relay users delete` and the admin endpoint.
 pub async fn delete_user(
     auth: &dyn AuthStore,
     memory: &dyn MemoryStore,
+    usage: &dyn crate::store::usage::UsageStore,
     email: &str,
 ) -> Result<User, OperatorError> {
     let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
@@ -198,6 +200,7 @@ pub async fn delete_user(
     memory.delete_all_notes(&user.id).await?;
     // A deleted account's user id is never issued again, so its note counters can go too.
     memory.forget_counters(&user.id).await?;
+    usage.delete_user_legs(&user.id, true).await?;
     Ok(user)
 }
 

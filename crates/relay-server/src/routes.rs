@@ -40,6 +40,10 @@ pub fn api() -> OpenApiRouter<AppState> {
             routes!(compat::anthropic::messages),
             compat::BODY_LIMIT,
         ))
+        // The usage ledger (issue 35)
+        .routes(routes!(crate::usage::api::get_usage))
+        .routes(routes!(crate::usage::api::get_usage_legs))
+        .routes(routes!(crate::usage::api::get_admin_usage))
         // Project memory (spec §4.4)
         .routes(routes!(memory::remember))
         .routes(routes!(memory::get_recall, memory::post_recall))

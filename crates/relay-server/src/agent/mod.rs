@@ -109,6 +109,7 @@ pub async fn open_leg(
     let quota = quota?;
     stream::open(
         state.clone(),
+        caller.user_id(),
         request_id,
         chain,
         leg,

@@ -27,6 +27,8 @@ pub struct ValidLeg {
     pub project_id: Option<ProjectId>,
     /// The latest user message: what injected notes should be relevant to.
     pub last_user_text: String,
+    /// The door the leg came in by, for its usage record; each door sets its own.
+    pub route: crate::usage::Route,
 }
 
 impl ValidLeg {
@@ -204,6 +206,7 @@ pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
         tool_choice: None,
         project_id: project_of(req)?,
         last_user_text,
+        route: crate::usage::Route::Agent,
     })
 }
 

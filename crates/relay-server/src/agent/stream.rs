@@ -25,6 +25,7 @@ use crate::providers::registry::ModelEntry;
 use crate::providers::{EventStream, FinishReason, ProviderError, ProviderEvent, Usage};
 use crate::state::AppState;
 use crate::store::Note;
+use crate::usage::LegFacts;
 
 /// The longest wait between two tries of one model; a longer `Retry-After` moves on to the next model.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
@@ -39,8 +40,10 @@ pub struct Opened {
 
 /// Tries the chain until a model produces its first output; the caller encodes the events
 /// (NDJSON for a leg, the compatible endpoints' own formats for theirs).
+#[allow(clippy::too_many_arguments, reason = "the leg's parts, each used once")]
 pub async fn open(
     state: AppState,
+    user_id: &str,
     request_id: String,
     chain: Vec<Arc<ModelEntry>>,
     leg: ValidLeg,
@@ -52,6 +55,14 @@ pub async fn open(
     let idle = Duration::from_millis(routing.idle_timeout_ms);
     let retries = routing.retries;
     let system = inject::system_prompt(leg.system.as_deref(), &notes);
+    let mut facts = LegFacts {
+        user_id: user_id.to_owned(),
+        request_id: request_id.clone(),
+        route: leg.route,
+        project_id: leg.project_id.as_ref().map(|p| p.as_str().to_owned()),
+        arrived,
+        ttfb_ms: 0,
+    };
     state
         .metrics()
         .relay_overhead
@@ -91,6 +102,8 @@ pub async fn open(
                         .observe(sent.elapsed().as_secs_f64());
                     state.metrics().notes_injected.inc_by(notes.len() as u64);
                     quota.served().await;
+                    facts.ttfb_ms =
+                        i64::try_from(arrived.elapsed().as_millis()).unwrap_or(i64::MAX);
                     let note_ids: Vec<String> =
                         notes.iter().map(|n| n.id.as_str().to_owned()).collect();
                     let start = AgentEvent::Start {
@@ -103,7 +116,17 @@ pub async fn open(
                     return Ok(Opened {
                         model: model.name.clone(),
                         note_ids,
-                        events: events_of(state.clone(), model.clone(), start, first, events, idle),
+                        events: events_of(
+                            state.clone(),
+                            model.clone(),
+                            facts,
+                            Opening {
+                                start,
+                                first,
+                                events,
+                            },
+                            idle,
+                        ),
                     });
                 }
                 Err(e) => {
@@ -193,14 +216,25 @@ fn backoff(e: &ProviderError, attempt: u32) -> Option<Duration> {
     }
 }
 
-fn events_of(
-    state: AppState,
-    model: Arc<ModelEntry>,
+/// What a leg opens with: the `start` line, the first provider event, and the rest to come.
+struct Opening {
     start: AgentEvent,
     first: ProviderEvent,
     events: EventStream,
+}
+
+fn events_of(
+    state: AppState,
+    model: Arc<ModelEntry>,
+    facts: LegFacts,
+    opening: Opening,
     idle: Duration,
 ) -> futures::stream::BoxStream<'static, AgentEvent> {
+    let Opening {
+        start,
+        first,
+        events,
+    } = opening;
     state.metrics().active_streams.inc();
     let ping = Duration::from_millis(state.config().routing.ping_interval_ms);
     let now = Instant::now();
@@ -231,6 +265,9 @@ fn events_of(
         last_upstream: now,
         idle,
         ping,
+        facts,
+        status: None,
+        usage: None,
     };
     Box::pin(futures::stream::unfold(leg, |mut leg| async move {
         let event = leg.next_event().await?;
@@ -271,6 +308,10 @@ struct Leg {
     last_upstream: Instant,
     idle: Duration,
     ping: Duration,
+    /// The usage record's parts: what the leg knew from the start, how it ended, what it used.
+    facts: LegFacts,
+    status: Option<&'static str>,
+    usage: Option<Usage>,
 }
 
 impl Drop for Leg {
@@ -281,6 +322,16 @@ impl Drop for Leg {
             metrics.leg(&self.model.name, "cancelled");
             self.span.record("relay.outcome", "cancelled");
         }
+        // The one place every leg that kept its quota unit ends: done, failed or cancelled.
+        let ledger = self.state.ledger();
+        let prices = ledger.prices().get(&self.model.name);
+        ledger.record(self.facts.record(
+            &self.model.name,
+            &self.model.provider_name,
+            self.status.unwrap_or("cancelled"),
+            self.usage.as_ref(),
+            prices,
+        ));
     }
 }
 
@@ -345,6 +396,8 @@ impl Leg {
                 usage,
             } => {
                 self.finished = true;
+                self.status = Some("ok");
+                self.usage = Some(usage);
                 let metrics = self.state.metrics();
                 metrics.tokens(&self.model.name, usage.input_tokens, usage.output_tokens);
                 self.span
@@ -392,6 +445,7 @@ impl Leg {
     /// The server is stopping past its grace period: the client should retry the leg elsewhere.
     fn shut_down(&mut self) -> AgentEvent {
         self.finished = true;
+        self.status = Some("error");
         self.state.metrics().leg(&self.model.name, "error");
         AgentEvent::Error {
             error: ErrorCode::ProviderUnavailable,
@@ -402,6 +456,7 @@ impl Leg {
 
     fn fail(&mut self, e: &ProviderError) -> AgentEvent {
         self.finished = true;
+        self.status = Some("error");
         self.span
             .record("relay.outcome", "error")
             .record("otel.status_code", "ERROR");

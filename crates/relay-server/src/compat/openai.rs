@@ -170,6 +170,7 @@ async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Respons
     let request: ChatCompletionRequest = crate::extract::parse_json(&body)?;
     let (leg_request, tools) = translate(&request)?;
     let mut leg = super::leg(&leg_request, &tools, &headers)?;
+    leg.route = crate::usage::Route::ChatCompletions;
     leg.stop = stop(request.stop.as_ref())?;
     leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
     let opened = super::open(&state, &caller, &headers, &request.model, leg, arrived).await?;

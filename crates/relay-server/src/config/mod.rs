@@ -14,6 +14,7 @@ mod providers;
 mod redact;
 mod search;
 mod server;
+mod usage;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,7 @@ pub use providers::{ModelConfig, ProviderConfig, ProviderKind, RoutingConfig};
 pub use redact::redact_url;
 pub use search::{SearchConfig, SearchKind};
 pub use server::CorsConfig;
+pub use usage::UsageConfig;
 
 /// Everything `relay serve` and `relay users` read.
 #[derive(Debug, Clone, Deserialize)]
@@ -61,6 +63,8 @@ pub struct Config {
     /// On shutdown, in-flight requests get this long to finish; then each open leg ends with an
     /// `error` line (`retryable: true`) and the process exits.
     pub shutdown_grace_ms: u64,
+    /// The usage ledger: retention and write batching.
+    pub usage: UsageConfig,
 }
 
 impl Default for Config {
@@ -79,6 +83,7 @@ impl Default for Config {
             trusted_proxies: Vec::new(),
             shutdown_grace_ms: 10_000,
             telemetry: TelemetryConfig::default(),
+            usage: UsageConfig::default(),
         }
     }
 }
@@ -227,6 +232,14 @@ impl Config {
             if !model_names.insert(m.name.as_str()) {
                 return bad(format!("models: the name `{}` is used twice", m.name));
             }
+            for (key, price) in m.prices() {
+                if price.is_some_and(|p| !(p.is_finite() && p >= 0.0)) {
+                    return bad(format!(
+                        "models `{}`: {key} must be a number of USD per million tokens, at least 0",
+                        m.name
+                    ));
+                }
+            }
             if !self.providers.iter().any(|p| p.name == m.provider) {
                 return bad(format!(
                     "models `{}`: provider `{}` is not among [[providers]]",
@@ -246,6 +259,9 @@ impl Config {
         }
         if self.routing.retries > 5 {
             return bad("routing.retries must be at most 5".into());
+        }
+        if let Some(problem) = self.usage.problem() {
+            return bad(problem);
         }
         if let Some(search) = &self.search
             && search.kind == SearchKind::Searxng
