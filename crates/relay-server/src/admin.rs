@@ -129,8 +129,18 @@ pub async fn patch_user(
         patch.limit,
         patch.reset_usage.unwrap_or(false),
     )?;
+    if let Some(n) = patch.token_budget
+        && n < -1
+    {
+        return Err(ApiError::invalid(format!(
+            "token_budget must be -1 (unlimited) or a count of tokens, not {n}"
+        )));
+    }
     let auth = auth.ok_or(OperatorError::NoAuth)?;
     let user = operator::set_user(auth.as_ref(), &email, changes).await?;
+    if let Some(n) = patch.token_budget {
+        operator::set_token_budget(state.ledger().store().as_ref(), &user, n).await?;
+    }
     Ok(axum::Json(UserResult {
         ok: true,
         user: user.into(),

@@ -144,6 +144,13 @@ impl Users {
         set_user(self.auth()?.as_ref(), email, changes).await
     }
 
+    /// `relay users set EMAIL --token-budget N`.
+    pub async fn set_budget(&self, email: &str, token_budget: i64) -> Result<User, OperatorError> {
+        let user = set_user(self.auth()?.as_ref(), email, UserChanges::default()).await?;
+        set_token_budget(self.stores.memory.usage.as_ref(), &user, token_budget).await?;
+        Ok(user)
+    }
+
     /// Deletes the account, its sessions, and every note it stored.
     pub async fn delete(&self, email: &str) -> Result<User, OperatorError> {
         delete_user(
@@ -202,6 +209,22 @@ pub async fn delete_user(
     memory.forget_counters(&user.id).await?;
     usage.delete_user_legs(&user.id, true).await?;
     Ok(user)
+}
+
+/// Sets an account's monthly token budget: the one code path of `relay users set --token-budget`
+/// and `PATCH /v1/admin/users/{email}`.
+pub async fn set_token_budget(
+    usage: &dyn crate::store::usage::UsageStore,
+    user: &User,
+    token_budget: i64,
+) -> Result<(), OperatorError> {
+    if token_budget < -1 {
+        return Err(OperatorError::Invalid(format!(
+            "token_budget must be -1 (unlimited) or a count of tokens, not {token_budget}"
+        )));
+    }
+    usage.set_budget(&user.id, token_budget).await?;
+    Ok(())
 }
 
 fn check_limit(limit: Option<i64>) -> Result<Option<i64>, OperatorError> {

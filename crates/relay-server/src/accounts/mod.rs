@@ -181,6 +181,7 @@ pub async fn get_me(
 ) -> ApiResult<axum::Json<Me>> {
     // `used` moves with every leg: the account is read from the store, never the session cache.
     let caller = Caller::from_token_fresh(&state, bearer_token(&headers)).await?;
+    let budget = crate::usage::budget::of(&state, caller.user_id()).await?;
     Ok(axum::Json(match caller {
         Caller::Local => Me {
             auth: false,
@@ -189,6 +190,9 @@ pub async fn get_me(
             limit: -1,
             used: state.memory().open_legs().await?,
             remaining: -1,
+            token_budget: budget.token_budget,
+            tokens_used: budget.tokens_used,
+            tokens_remaining: budget.remaining(),
         },
         Caller::User(user) => Me {
             auth: true,
@@ -197,6 +201,9 @@ pub async fn get_me(
             limit: user.effective_limit(),
             used: user.used,
             remaining: user.remaining(),
+            token_budget: budget.token_budget,
+            tokens_used: budget.tokens_used,
+            tokens_remaining: budget.remaining(),
         },
     }))
 }

@@ -97,6 +97,7 @@ pub async fn open_leg(
         ));
     }
     state.limits().agent.check(caller.user_id()).await?;
+    crate::usage::budget::check(state, caller).await?;
     // Admission (a write) and the note lookup (reads) go to the store side by side: a leg waits
     // for the slower of the two, not for both. A refused leg's notes are thrown away.
     let admission = quota::Quota::admit(state, caller);

@@ -178,6 +178,12 @@ impl Config {
                     auth.default_limit
                 ));
             }
+            if auth.default_token_budget < -1 {
+                return bad(format!(
+                    "auth.default_token_budget must be -1 (unlimited) or a count of tokens, not {}",
+                    auth.default_token_budget
+                ));
+            }
             if auth.token_ttl_days == 0 {
                 return bad("auth.token_ttl_days must be at least 1".into());
             }

@@ -124,7 +124,11 @@ pub trait UsageStore: Send + Sync {
     -> StoreResult<Vec<StoredLeg>>;
     /// Input plus output tokens the account used in a month (`YYYYMM`).
     async fn month_tokens(&self, user_id: &str, month: i64) -> StoreResult<i64>;
-    /// Deletes an account's records (erasure); the month counts stay unless `counters`.
+    /// The account's own budget (`None`: none set) and its tokens in `month`, in one read.
+    async fn budget_and_month(&self, user_id: &str, month: i64) -> StoreResult<(Option<i64>, i64)>;
+    /// Sets the account's monthly token budget (-1 unlimited).
+    async fn set_budget(&self, user_id: &str, token_budget: i64) -> StoreResult<()>;
+    /// Deletes an account's records (erasure); the month counts and budget stay unless `counters`.
     async fn delete_user_legs(&self, user_id: &str, counters: bool) -> StoreResult<u64>;
     /// Deletes records older than `before` (Unix seconds).
     async fn prune(&self, before: i64) -> StoreResult<u64>;

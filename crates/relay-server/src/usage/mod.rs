@@ -2,6 +2,7 @@
 //! in batches off the leg's path (`ledger`), and the endpoints that read it back (`api`).
 
 pub mod api;
+pub mod budget;
 pub mod ledger;
 
 use std::collections::HashMap;

@@ -353,3 +353,72 @@ async fn records_past_the_retention_are_pruned() {
     assert_eq!(items.len(), 1);
     assert_eq!(items[0]["input_tokens"], 7, "the 9-day-old record stays");
 }
+
+#[tokio::test]
+async fn a_used_up_token_budget_refuses_legs_before_the_provider_and_takes_no_unit() {
+    let fake = FakeUpstream::start().await;
+    let app = TestApp::spawn_with(|dir| priced(auth_config(dir), &fake)).await;
+    let ann = app.user("ann@example.com").await;
+    let root = app.user("root@example.com").await;
+    relay_server::operator::set_user(
+        app.state.auth().unwrap().as_ref(),
+        "root@example.com",
+        relay_server::operator::parse_changes(Some("admin"), None, false).unwrap(),
+    )
+    .await
+    .unwrap();
+    let patch = |budget: i64| {
+        app.client
+            .patch(app.url("/v1/admin/users/ann@example.com"))
+            .bearer_auth(&root)
+            .json(&json!({"token_budget": budget}))
+            .send()
+    };
+    expect_error(patch(-2).await.unwrap(), 400, "invalid_request").await;
+    assert_eq!(patch(100).await.unwrap().status(), StatusCode::OK);
+    let me = body(app.me(Some(&ann)).await).await;
+    assert_eq!(
+        (&me["token_budget"], &me["tokens_used"], &me["tokens_remaining"]),
+        (&json!(100), &json!(0), &json!(100))
+    );
+
+    // Admitted under the budget, it finishes past it: 90 + 20 tokens.
+    fake.push("up-1", reply(90, 30, 20));
+    assert_eq!(app.leg(Some(&ann), &user_says("a")).await.0, StatusCode::OK);
+    app.settled_legs(Some(&ann), 1).await;
+    let me = body(app.me(Some(&ann)).await).await;
+    assert_eq!(
+        (&me["tokens_used"], &me["tokens_remaining"], &me["used"]),
+        (&json!(110), &json!(0), &json!(1))
+    );
+
+    let asked = fake.requests().len();
+    let (status, lines) = app.leg(Some(&ann), &user_says("b")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(lines[0]["error"], "budget_exceeded");
+    let chat = json!({"model": "m1", "messages": [{"role": "user", "content": "x"}]});
+    let r = app.post("/v1/chat/completions", Some(&ann), &chat).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let b = body(r).await;
+    assert_eq!(
+        (&b["error"]["type"], &b["error"]["code"]),
+        (&json!("permission_error"), &json!("budget_exceeded"))
+    );
+    assert_eq!(fake.requests().len(), asked, "the provider saw no request");
+    assert_eq!(body(app.me(Some(&ann)).await).await["used"], 1, "no unit taken");
+
+    // Erasing the records leaves the month's count; raising the budget lets legs through again.
+    let r = app
+        .client
+        .delete(app.url("/v1/memory/all"))
+        .bearer_auth(&ann)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(body(app.me(Some(&ann)).await).await["tokens_used"], 110);
+    assert_eq!(patch(-1).await.unwrap().status(), StatusCode::OK);
+    fake.push("up-1", reply(1, 0, 1));
+    assert_eq!(app.leg(Some(&ann), &user_says("c")).await.0, StatusCode::OK);
+    assert_eq!(body(app.me(Some(&ann)).await).await["tokens_remaining"], -1);
+}

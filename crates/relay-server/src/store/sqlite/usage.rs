@@ -111,6 +111,28 @@ impl UsageStore for SqliteStore {
         Ok(tokens.unwrap_or(0))
     }
 
+    async fn budget_and_month(&self, user_id: &str, month: i64) -> StoreResult<(Option<i64>, i64)> {
+        let row = sqlx::query(
+            "SELECT (SELECT token_budget FROM usage_budgets WHERE user_id = ?1) AS budget, COALESCE((SELECT tokens FROM usage_months WHERE user_id = ?1 AND month = ?2), 0) AS tokens",
+        )
+        .bind(user_id)
+        .bind(month)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((row.try_get("budget")?, row.try_get("tokens")?))
+    }
+
+    async fn set_budget(&self, user_id: &str, token_budget: i64) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO usage_budgets (user_id, token_budget) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET token_budget = excluded.token_budget",
+        )
+        .bind(user_id)
+        .bind(token_budget)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     async fn delete_user_legs(&self, user_id: &str, counters: bool) -> StoreResult<u64> {
         let mut tx = self.pool.begin().await?;
         let n = sqlx::query("DELETE FROM usage_legs WHERE user_id = ?")
@@ -120,6 +142,10 @@ impl UsageStore for SqliteStore {
             .rows_affected();
         if counters {
             sqlx::query("DELETE FROM usage_months WHERE user_id = ?")
+                .bind(user_id)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM usage_budgets WHERE user_id = ?")
                 .bind(user_id)
                 .execute(&mut *tx)
                 .await?;

@@ -31,3 +31,10 @@ CREATE TABLE usage_months (
     tokens  BIGINT  NOT NULL,
     PRIMARY KEY (user_id, month)
 );
+
+-- Per-account monthly token budgets (input plus output tokens); an account without a row follows
+-- `[auth] default_token_budget`. Kept beside the month counts so one read decides a leg.
+CREATE TABLE usage_budgets (
+    user_id      TEXT   PRIMARY KEY,
+    token_budget BIGINT NOT NULL
+);
