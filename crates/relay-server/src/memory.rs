@@ -206,7 +206,11 @@ pub async fn delete_notes(
 /// month's token count stays, so erasure does not reset a budget.
 async fn erase_all(state: &AppState, user_id: &str) -> crate::store::StoreResult<u64> {
     let deleted = state.memory().delete_all_notes(user_id).await?;
-    state.ledger().store().delete_user_legs(user_id, false).await?;
+    state
+        .ledger()
+        .store()
+        .delete_user_legs(user_id, false)
+        .await?;
     Ok(deleted)
 }
 

@@ -58,7 +58,9 @@ impl ErrorCode {
         match self {
             Self::InvalidRequest | Self::UnknownModel => 400,
             Self::Unauthorized | Self::InvalidCredentials => 401,
-            Self::Forbidden | Self::QuotaExceeded | Self::BudgetExceeded | Self::SignupClosed => 403,
+            Self::Forbidden | Self::QuotaExceeded | Self::BudgetExceeded | Self::SignupClosed => {
+                403
+            }
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::EmailTaken => 409,

@@ -120,8 +120,12 @@ pub trait UsageStore: Send + Sync {
     /// The sums per key of the records the query covers, in no particular order.
     async fn aggregate(&self, query: &UsageQuery) -> StoreResult<Vec<UsageSums>>;
     /// One account's records, newest first, those with an id below `before` when given.
-    async fn legs(&self, user_id: &str, before: Option<i64>, limit: u32)
-    -> StoreResult<Vec<StoredLeg>>;
+    async fn legs(
+        &self,
+        user_id: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<StoredLeg>>;
     /// Input plus output tokens the account used in a month (`YYYYMM`).
     async fn month_tokens(&self, user_id: &str, month: i64) -> StoreResult<i64>;
     /// The account's own budget (`None`: none set) and its tokens in `month`, in one read.

@@ -293,18 +293,20 @@ async fn report(
         })
         .collect();
     rows.sort_by(|a, b| a.key.cmp(&b.key));
-    let totals = rows.iter().fold(row(None, &UsageSums::default()), |mut t, r| {
-        t.legs += r.legs;
-        t.input_tokens += r.input_tokens;
-        t.cached_input_tokens += r.cached_input_tokens;
-        t.cache_write_tokens += r.cache_write_tokens;
-        t.output_tokens += r.output_tokens;
-        t.cost_usd = match (t.cost_usd, r.cost_usd) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
-        };
-        t
-    });
+    let totals = rows
+        .iter()
+        .fold(row(None, &UsageSums::default()), |mut t, r| {
+            t.legs += r.legs;
+            t.input_tokens += r.input_tokens;
+            t.cached_input_tokens += r.cached_input_tokens;
+            t.cache_write_tokens += r.cache_write_tokens;
+            t.output_tokens += r.output_tokens;
+            t.cost_usd = match (t.cost_usd, r.cost_usd) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+            };
+            t
+        });
     Ok(axum::Json(UsageReport {
         from: format_day(from),
         to: format_day(to),

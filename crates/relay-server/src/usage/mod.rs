@@ -86,7 +86,10 @@ impl Prices {
     /// output × output, per million tokens.
     pub fn cost(&self, input: i64, cached: i64, cache_write: i64, output: i64) -> f64 {
         let uncached = (input - cached - cache_write).max(0);
-        #[allow(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "token counts are far below 2^52"
+        )]
         let total = uncached as f64 * self.input
             + cached as f64 * self.cached_input
             + cache_write as f64 * self.cache_write

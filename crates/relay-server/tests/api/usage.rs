@@ -29,8 +29,10 @@ fn reply(input: u64, cached: u64, output: u64) -> Reply {
         chunks: vec![
             up::text_chunk("ok"),
             up::finish("stop"),
-            up::data(json!({"choices": [], "usage": {"prompt_tokens": input, "completion_tokens": output,
-                "prompt_tokens_details": {"cached_tokens": cached}}})),
+            up::data(
+                json!({"choices": [], "usage": {"prompt_tokens": input, "completion_tokens": output,
+                "prompt_tokens_details": {"cached_tokens": cached}}}),
+            ),
             up::DONE.into(),
         ],
         pause: Duration::ZERO,
@@ -90,7 +92,11 @@ async fn totals_equal_what_the_provider_reported_across_native_and_compatible_ro
 
     let legs = app.settled_legs(None, 3).await;
     let routes: Vec<&str> = legs.iter().map(|l| l["route"].as_str().unwrap()).collect();
-    assert_eq!(routes, ["messages", "chat_completions", "agent"], "newest first");
+    assert_eq!(
+        routes,
+        ["messages", "chat_completions", "agent"],
+        "newest first"
+    );
     let agent = &legs[2];
     assert_eq!(
         (
@@ -137,7 +143,11 @@ async fn totals_equal_what_the_provider_reported_across_native_and_compatible_ro
     assert_eq!(by_model["rows"][1]["cost_usd"], Value::Null);
 
     let by_project = body(app.get("/v1/usage?group_by=project", None).await).await;
-    assert_eq!(by_project["rows"][0]["key"], Value::Null, "legs without a project");
+    assert_eq!(
+        by_project["rows"][0]["key"],
+        Value::Null,
+        "legs without a project"
+    );
     assert_eq!(sums(&by_project["rows"][0]), (2, 350, 20, 35));
     assert_eq!(by_project["rows"][1]["key"], "p1");
 
@@ -378,7 +388,11 @@ async fn a_used_up_token_budget_refuses_legs_before_the_provider_and_takes_no_un
     assert_eq!(patch(100).await.unwrap().status(), StatusCode::OK);
     let me = body(app.me(Some(&ann)).await).await;
     assert_eq!(
-        (&me["token_budget"], &me["tokens_used"], &me["tokens_remaining"]),
+        (
+            &me["token_budget"],
+            &me["tokens_used"],
+            &me["tokens_remaining"]
+        ),
         (&json!(100), &json!(0), &json!(100))
     );
 
@@ -405,7 +419,11 @@ async fn a_used_up_token_budget_refuses_legs_before_the_provider_and_takes_no_un
         (&json!("permission_error"), &json!("budget_exceeded"))
     );
     assert_eq!(fake.requests().len(), asked, "the provider saw no request");
-    assert_eq!(body(app.me(Some(&ann)).await).await["used"], 1, "no unit taken");
+    assert_eq!(
+        body(app.me(Some(&ann)).await).await["used"],
+        1,
+        "no unit taken"
+    );
 
     // Erasing the records leaves the month's count; raising the budget lets legs through again.
     let r = app
