@@ -39,7 +39,7 @@ pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
         (status = 200, description = "NDJSON, one `AgentEvent` per line: `start`, then `text`/`reasoning`/`ping`, then exactly one of `tool_calls`, `done`, `error`",
             content_type = "application/x-ndjson", body = relay_wire::agent::AgentEvent),
         (status = 400, description = "`invalid_request` or `unknown_model`; costs no quota", body = ErrorBody),
-        (status = 403, description = "`quota_exceeded`", body = ErrorBody),
+        (status = 403, description = "`quota_exceeded`, or `budget_exceeded` (the monthly token budget is used up); costs no quota", body = ErrorBody),
         (status = 429, description = "`rate_limited` (per caller, or every model was rate limited); see Retry-After", body = ErrorBody),
         (status = 502, description = "`upstream_error`: every model failed before any output", body = ErrorBody),
         (status = 503, description = "`provider_unavailable`: no provider could be reached", body = ErrorBody),

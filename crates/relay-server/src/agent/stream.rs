@@ -316,13 +316,8 @@ struct Leg {
 
 impl Drop for Leg {
     fn drop(&mut self) {
-        let metrics = self.state.metrics();
-        metrics.active_streams.dec();
-        if !self.finished {
-            metrics.leg(&self.model.name, "cancelled");
-            self.span.record("relay.outcome", "cancelled");
-        }
-        // The one place every leg that kept its quota unit ends: done, failed or cancelled.
+        // The one place every leg that kept its quota unit ends: done, failed or cancelled. Queued
+        // before the active count drops, so a leg no longer counted has its record queued.
         let ledger = self.state.ledger();
         let prices = ledger.prices().get(&self.model.name);
         ledger.record(self.facts.record(
@@ -332,6 +327,12 @@ impl Drop for Leg {
             self.usage.as_ref(),
             prices,
         ));
+        let metrics = self.state.metrics();
+        metrics.active_streams.dec();
+        if !self.finished {
+            metrics.leg(&self.model.name, "cancelled");
+            self.span.record("relay.outcome", "cancelled");
+        }
     }
 }
 

@@ -120,7 +120,7 @@ pub struct AnthropicErrorBody {
             body = MessageOut, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
         (status = 400, description = "`invalid_request_error`", body = AnthropicErrorBody),
         (status = 401, description = "`authentication_error`", body = AnthropicErrorBody),
-        (status = 403, description = "`permission_error`: the quota is used up", body = AnthropicErrorBody),
+        (status = 403, description = "`permission_error`: the quota or the monthly token budget is used up", body = AnthropicErrorBody),
         (status = 429, description = "`rate_limit_error`; see Retry-After", body = AnthropicErrorBody),
         (status = 502, description = "Every model failed before answering", body = AnthropicErrorBody),
         (status = 503, description = "No provider could be reached", body = AnthropicErrorBody),

@@ -149,7 +149,7 @@ pub struct OpenAiErrorBody {
             body = ChatCompletion, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
         (status = 400, description = "`invalid_request_error`", body = OpenAiErrorBody),
         (status = 401, description = "`authentication_error`", body = OpenAiErrorBody),
-        (status = 403, description = "`permission_error` with code `quota_exceeded`", body = OpenAiErrorBody),
+        (status = 403, description = "`permission_error` with code `quota_exceeded` or `budget_exceeded`", body = OpenAiErrorBody),
         (status = 429, description = "`rate_limit_error`; see Retry-After", body = OpenAiErrorBody),
         (status = 502, description = "Every model failed before answering", body = OpenAiErrorBody),
         (status = 503, description = "No provider could be reached", body = OpenAiErrorBody),

@@ -440,3 +440,64 @@ async fn a_used_up_token_budget_refuses_legs_before_the_provider_and_takes_no_un
     assert_eq!(app.leg(Some(&ann), &user_says("c")).await.0, StatusCode::OK);
     assert_eq!(body(app.me(Some(&ann)).await).await["tokens_remaining"], -1);
 }
+
+#[tokio::test]
+async fn closing_the_ledger_writes_the_batch_it_was_gathering() {
+    let fake = FakeUpstream::start().await;
+    let app = TestApp::spawn_with(|dir| {
+        let mut c = priced(open_config(dir), &fake);
+        // Nothing would be written for a minute but for the close.
+        c.usage.flush_ms = 60_000;
+        c.usage.batch_size = 10_000;
+        c
+    })
+    .await;
+    fake.push("up-1", reply(33, 0, 3));
+    assert_eq!(app.leg(None, &user_says("hi")).await.0, StatusCode::OK);
+    // A leg no longer counted as active has queued its record.
+    wait_for_metric(&app, "relay_agent_active_streams 0").await;
+    let page = body(app.get("/v1/usage/legs", None).await).await;
+    assert_eq!(page["items"], json!([]), "still gathered in the batch");
+    app.state.ledger().close().await;
+    let page = body(app.get("/v1/usage/legs", None).await).await;
+    assert_eq!(page["items"][0]["input_tokens"], 33);
+}
+
+async fn wait_for_metric(app: &TestApp, needle: &str) {
+    let wait = async {
+        while !app
+            .get("/metrics", None)
+            .await
+            .text()
+            .await
+            .unwrap()
+            .contains(needle)
+        {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .unwrap_or_else(|_| panic!("`{needle}` did not show within 10 s"));
+}
+
+#[tokio::test]
+async fn a_leg_the_client_left_is_recorded_as_cancelled_and_a_late_failure_as_error() {
+    let fake = FakeUpstream::start().await;
+    let app = TestApp::spawn_with(|dir| priced(open_config(dir), &fake)).await;
+    fake.push("up-1", Reply::SseThenSilence(vec![up::text_chunk("par")]));
+    let mut r = app.post("/v1/agent/stream", None, &user_says("hi")).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    r.chunk().await.unwrap();
+    drop(r);
+    let legs = app.settled_legs(None, 1).await;
+    assert_eq!(
+        (&legs[0]["status"], &legs[0]["input_tokens"]),
+        (&json!("cancelled"), &json!(0))
+    );
+    fake.push("up-1", Reply::SseThenCut(vec![up::text_chunk("par")]));
+    assert_eq!(app.leg(None, &user_says("hi")).await.0, StatusCode::OK);
+    let legs = app.settled_legs(None, 2).await;
+    assert_eq!(legs[0]["status"], "error");
+    assert!(legs[0]["duration_ms"].as_i64().unwrap() >= legs[0]["ttfb_ms"].as_i64().unwrap());
+}

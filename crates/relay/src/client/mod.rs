@@ -76,6 +76,10 @@ fn explain(server: &str, e: Error) -> anyhow::Error {
         (_, Some(ErrorCode::QuotaExceeded)) => {
             anyhow::anyhow!("quota exceeded (HTTP 403 quota_exceeded): {}", message(&e))
         }
+        (_, Some(ErrorCode::BudgetExceeded)) => anyhow::anyhow!(
+            "monthly token budget used up (HTTP 403 budget_exceeded): {}",
+            message(&e)
+        ),
         _ => anyhow::anyhow!("{e}"),
     }
 }
