@@ -318,15 +318,8 @@ impl Drop for Leg {
     fn drop(&mut self) {
         // The one place every leg that kept its quota unit ends: done, failed or cancelled. Queued
         // before the active count drops, so a leg no longer counted has its record queued.
-        let ledger = self.state.ledger();
-        let prices = ledger.prices().get(&self.model.name);
-        ledger.record(self.facts.record(
-            &self.model.name,
-            &self.model.provider_name,
-            self.status.unwrap_or("cancelled"),
-            self.usage.as_ref(),
-            prices,
-        ));
+        let status = self.status.unwrap_or("cancelled");
+        (self.state.ledger()).leg_ended(&self.facts, &self.model, status, self.usage.as_ref());
         let metrics = self.state.metrics();
         metrics.active_streams.dec();
         if !self.finished {

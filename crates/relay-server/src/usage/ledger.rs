@@ -84,6 +84,18 @@ impl Ledger {
         &self.store
     }
 
+    /// Queues the record of a leg that ended with `status` on `model`, priced from its prices.
+    pub fn leg_ended(
+        &self,
+        facts: &super::LegFacts,
+        model: &crate::providers::registry::ModelEntry,
+        status: &'static str,
+        usage: Option<&crate::providers::Usage>,
+    ) {
+        let prices = self.prices.get(&model.name);
+        self.record(facts.record(&model.name, &model.provider_name, status, usage, prices));
+    }
+
     /// Queues a leg's record; never waits.
     pub fn record(&self, record: LegRecord) {
         if let Some(cost) = record.cost_usd {
