@@ -145,6 +145,22 @@ describe("console with accounts", () => {
     await context.close();
   });
 
+  test("an admin's Usage view has a table per user", async () => {
+    relay.users(["add", "boss@example.com", "--role", "admin"], `${PASSWORD}\n`);
+    const dana = await relay.signup("dana@example.com");
+    assert.equal((await leg(relay, dana)).status, 200);
+    await until("dana's record", async () => (await relay.api("GET", "/v1/usage/legs", dana)).body.items.length === 1);
+    const { page, context, problems } = await openPage(browser, relay.base, { width: 375, height: 800 });
+    await signIn(page, relay.base, "boss@example.com");
+    await until("the admin's account", async () => (await page.locator("#acct-limit").textContent()) === "unlimited");
+    await page.getByRole("button", { name: "Usage" }).click();
+    const users = page.locator("#usage-users th[scope=row]");
+    await until("the per-user table", async () => (await users.allTextContents()).includes("dana@example.com"));
+    await fitsWidth(page, 375);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   test("a plain user has no Users view", async () => {
     await relay.signup("carl@example.com");
     const { page, context, problems } = await openPage(browser, relay.base);
@@ -155,6 +171,17 @@ describe("console with accounts", () => {
     await context.close();
   });
 });
+
+/// One agent leg on the demo provider, read to its end.
+async function leg(relay, token) {
+  const headers = { "content-type": "application/json" };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const r = await fetch(`${relay.base}/v1/agent/stream`, {
+    method: "POST", headers, body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
+  });
+  await r.text();
+  return r;
+}
 
 describe("console in open mode", () => {
   let relay;
@@ -172,6 +199,31 @@ describe("console in open mode", () => {
     assert.equal(await page.locator("#acct-limit").textContent(), "unlimited");
     await until("the note", async () => (await noteTexts(page)).join() === "open mode note");
     await fitsWidth(page, 375);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  test("the Usage view draws tokens per day and shows the totals and a table per model", async () => {
+    assert.equal((await leg(relay)).status, 200);
+    assert.equal((await leg(relay)).status, 200);
+    await until("the legs' records", async () => (await relay.api("GET", "/v1/usage/legs")).body.items.length === 2);
+    const totals = (await relay.api("GET", "/v1/usage")).body.totals;
+    assert.ok(totals.input_tokens > 0 && totals.output_tokens > 0, JSON.stringify(totals));
+    const { page, context, problems } = await openPage(browser, relay.base);
+    await page.goto(`${relay.base}/console`);
+    await until("the local account", async () => (await page.locator("#acct-role").textContent()) === "local");
+    await page.getByRole("button", { name: "Usage" }).click();
+    const region = page.getByRole("region", { name: "Usage" });
+    await until("the chart's bars", async () => (await region.locator("svg rect.bar").count()) > 0);
+    assert.ok(await region.getByRole("img", { name: /Tokens per day/ }).isVisible());
+    // Today's bar is the last slot: uncached input and output (the demo reports no cache).
+    assert.equal(await region.locator("svg rect.bar.output").count(), 1);
+    assert.equal(await page.locator("#usage-legs").textContent(), "2");
+    assert.equal(await page.locator("#usage-input").textContent(), totals.input_tokens.toLocaleString("en-US"));
+    assert.equal(await page.locator("#usage-output").textContent(), totals.output_tokens.toLocaleString("en-US"));
+    assert.equal(await page.locator("#usage-cost").textContent(), "no prices");
+    assert.deepEqual(await page.locator("#usage-models th[scope=row]").allTextContents(), ["demo"]);
+    assert.equal(await page.locator("#usage-users-box").isVisible(), false, "per user is for admins");
     assert.deepEqual(problems, []);
     await context.close();
   });

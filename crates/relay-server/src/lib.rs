@@ -17,6 +17,7 @@ pub mod providers;
 pub mod search;
 pub mod store;
 pub mod telemetry;
+pub mod usage;
 
 pub use config::Config;
 pub use http::app::{Relay, shutdown_signal};

@@ -149,11 +149,19 @@ impl Users {
         set_user(self.auth()?.as_ref(), email, changes).await
     }
 
+    /// `relay users set EMAIL --token-budget N`.
+    pub async fn set_budget(&self, email: &str, token_budget: i64) -> Result<User, OperatorError> {
+        let user = set_user(self.auth()?.as_ref(), email, UserChanges::default()).await?;
+        set_token_budget(self.stores.memory.usage.as_ref(), &user, token_budget).await?;
+        Ok(user)
+    }
+
     /// Deletes the account, its sessions, and every note it stored.
     pub async fn delete(&self, email: &str) -> Result<User, OperatorError> {
         delete_user(
             self.auth()?.as_ref(),
             self.stores.memory.memory.as_ref(),
+            self.stores.memory.usage.as_ref(),
             email,
         )
         .await
@@ -188,11 +196,12 @@ pub async fn set_user(
         .ok_or_else(|| OperatorError::NoSuchUser(email.to_string()))
 }
 
-/// Deletes the account, its sessions, and every note it stored: the one code path of
-/// `relay users delete` and the admin endpoint.
+/// Deletes the account, its sessions, every note it stored and its usage records: the one code
+/// path of `relay users delete` and the admin endpoint.
 pub async fn delete_user(
     auth: &dyn AuthStore,
     memory: &dyn MemoryStore,
+    usage: &dyn crate::store::usage::UsageStore,
     email: &str,
 ) -> Result<User, OperatorError> {
     let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
@@ -203,6 +212,7 @@ pub async fn delete_user(
     memory.delete_all_notes(&user.id).await?;
     // A deleted account's user id is never issued again, so its note counters can go too.
     memory.forget_counters(&user.id).await?;
+    usage.delete_user_legs(&user.id, true).await?;
     Ok(user)
 }
 
@@ -219,6 +229,22 @@ pub async fn keep_an_admin(auth: &dyn AuthStore, email: &str) -> Result<(), Oper
     if target_is_admin && users.iter().filter(is_admin).count() == 1 {
         return Err(OperatorError::LastAdmin(email.to_owned()));
     }
+    Ok(())
+}
+
+/// Sets an account's monthly token budget: the one code path of `relay users set --token-budget`
+/// and `PATCH /v1/admin/users/{email}`.
+pub async fn set_token_budget(
+    usage: &dyn crate::store::usage::UsageStore,
+    user: &User,
+    token_budget: i64,
+) -> Result<(), OperatorError> {
+    if token_budget < -1 {
+        return Err(OperatorError::Invalid(format!(
+            "token_budget must be -1 (unlimited) or a count of tokens, not {token_budget}"
+        )));
+    }
+    usage.set_budget(&user.id, token_budget).await?;
     Ok(())
 }
 

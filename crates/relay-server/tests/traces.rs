@@ -145,6 +145,7 @@ async fn a_leg_is_traced_under_the_callers_trace_and_the_provider_gets_it() {
         name: "m".into(),
         provider: "double".into(),
         upstream: "gpt-x".into(),
+        ..Default::default()
     }];
     let relay = Relay::from_config(config).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

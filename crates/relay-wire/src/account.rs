@@ -42,6 +42,19 @@ pub struct Me {
     pub used: i64,
     /// `-1` for unlimited accounts.
     pub remaining: i64,
+    /// Input plus output tokens allowed per calendar month (UTC); `-1` unlimited.
+    #[serde(default = "unlimited")]
+    pub token_budget: i64,
+    /// Input plus output tokens used this calendar month (UTC).
+    #[serde(default)]
+    pub tokens_used: i64,
+    /// Never below 0; `-1` when the budget is unlimited.
+    #[serde(default = "unlimited")]
+    pub tokens_remaining: i64,
+}
+
+fn unlimited() -> i64 {
+    -1
 }
 
 /// `POST /v1/waitlist`.

@@ -57,6 +57,10 @@ pub struct UserPatch {
     /// Sets `used` back to 0.
     #[serde(default)]
     pub reset_usage: Option<bool>,
+    /// Input plus output tokens per calendar month (UTC), or `-1` for unlimited.
+    #[serde(default)]
+    #[schema(minimum = -1)]
+    pub token_budget: Option<i64>,
 }
 
 /// The account after a change, or as it was before a delete.

@@ -13,6 +13,8 @@ pub enum ErrorCode {
     InvalidCredentials,
     Forbidden,
     QuotaExceeded,
+    /// The account's monthly token budget is used up.
+    BudgetExceeded,
     SignupClosed,
     NotFound,
     MethodNotAllowed,
@@ -31,13 +33,14 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 21] = [
         Self::InvalidRequest,
         Self::UnknownModel,
         Self::Unauthorized,
         Self::InvalidCredentials,
         Self::Forbidden,
         Self::QuotaExceeded,
+        Self::BudgetExceeded,
         Self::SignupClosed,
         Self::NotFound,
         Self::MethodNotAllowed,
@@ -59,7 +62,9 @@ impl ErrorCode {
         match self {
             Self::InvalidRequest | Self::UnknownModel => 400,
             Self::Unauthorized | Self::InvalidCredentials => 401,
-            Self::Forbidden | Self::QuotaExceeded | Self::SignupClosed => 403,
+            Self::Forbidden | Self::QuotaExceeded | Self::BudgetExceeded | Self::SignupClosed => {
+                403
+            }
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::EmailTaken | Self::LastAdmin => 409,
@@ -81,6 +86,7 @@ impl ErrorCode {
             Self::InvalidCredentials => "invalid_credentials",
             Self::Forbidden => "forbidden",
             Self::QuotaExceeded => "quota_exceeded",
+            Self::BudgetExceeded => "budget_exceeded",
             Self::SignupClosed => "signup_closed",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",

@@ -74,6 +74,9 @@ enum UsersCommand {
         limit: Option<i64>,
         #[arg(long)]
         reset_usage: bool,
+        /// Input plus output tokens per calendar month (UTC); -1 is unlimited.
+        #[arg(long, allow_hyphen_values = true)]
+        token_budget: Option<i64>,
     },
     /// Delete an account and all its data.
     Delete { email: String },
@@ -194,10 +197,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     role,
                     limit,
                     reset_usage,
+                    token_budget,
                 } => {
-                    let u = users
+                    let mut u = users
                         .set(&email, role.as_deref(), limit, reset_usage)
                         .await?;
+                    if let Some(n) = token_budget {
+                        u = users.set_budget(&email, n).await?;
+                    }
                     println!("updated {}", operator::format_user(&u));
                 }
                 UsersCommand::Delete { email } => {

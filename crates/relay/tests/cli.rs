@@ -117,6 +117,25 @@ fn users_commands_are_visible_through_me_on_a_running_server() {
         (Some(0), Some(42))
     );
 
+    let out = relay(
+        &config,
+        &["users", "set", "ops@example.com", "--token-budget", "5000"],
+        "",
+    );
+    assert!(out.status.success());
+    let m = me(&server, &token);
+    assert_eq!(
+        (m["token_budget"].as_i64(), m["tokens_remaining"].as_i64()),
+        (Some(5000), Some(5000))
+    );
+    let out = relay(
+        &config,
+        &["users", "set", "ops@example.com", "--token-budget", "-2"],
+        "",
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("token_budget must be -1"));
+
     let out = relay(&config, &["users", "list"], "");
     let listed = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -201,6 +220,15 @@ fn serve_refuses_an_unknown_key_a_bad_value_and_an_unknown_scheme() {
         (
             "[memory]\nurl = \"mysql://db/relay\"\n",
             "unknown store scheme `mysql`",
+        ),
+        ("[usage]\nretention_days = 0\n", "usage.retention_days"),
+        (
+            "[[providers]]\nname = \"d\"\nkind = \"demo\"\n[[models]]\nname = \"m\"\nprovider = \"d\"\nupstream = \"m\"\noutput_price = -1.0\n",
+            "output_price must be",
+        ),
+        (
+            "[auth]\ndefault_token_budget = -5\n",
+            "auth.default_token_budget",
         ),
     ] {
         let path = dir.path().join("bad.toml");

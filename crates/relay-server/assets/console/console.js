@@ -294,11 +294,12 @@ async function act(fn) {
 }
 
 function showTab(name) {
-  $("notes").hidden = name !== "notes";
-  $("users").hidden = name !== "users";
-  $("tab-notes").setAttribute("aria-pressed", String(name === "notes"));
-  $("tab-users").setAttribute("aria-pressed", String(name === "users"));
-  return name === "users" ? loadUsers() : loadNotes();
+  for (const tab of ["notes", "usage", "users"]) {
+    $(tab).hidden = name !== tab;
+    $("tab-" + tab).setAttribute("aria-pressed", String(name === tab));
+  }
+  // `loadUsage` is usage.js's.
+  return name === "users" ? loadUsers() : name === "usage" ? loadUsage() : loadNotes();
 }
 
 async function start() {
@@ -320,6 +321,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("signout").addEventListener("click", signOut);
   $("tab-notes").addEventListener("click", () => act(() => showTab("notes")));
   $("tab-users").addEventListener("click", () => act(() => { state.usersPage = 0; return showTab("users"); }));
+  $("tab-usage").addEventListener("click", () => act(() => showTab("usage")));
   $("search").addEventListener("input", () => {
     clearTimeout(searchTimer);
     searchTimer = setTimeout(() => { state.notesPage = 0; act(loadNotes); }, 150);

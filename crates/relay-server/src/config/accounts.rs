@@ -12,6 +12,8 @@ pub struct AuthConfig {
     pub signup: SignupMode,
     /// Quota of a new account; -1 is unlimited.
     pub default_limit: i64,
+    /// Monthly token budget (input plus output tokens) of an account without its own; -1 unlimited.
+    pub default_token_budget: i64,
     pub token_ttl_days: u32,
     pub max_connections: u32,
     pub busy_timeout_ms: u64,
@@ -27,6 +29,7 @@ impl Default for AuthConfig {
             url: DEFAULT_STORE_URL.to_owned(),
             signup: SignupMode::Open,
             default_limit: 100,
+            default_token_budget: -1,
             token_ttl_days: 30,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,

@@ -14,6 +14,7 @@ mod providers;
 mod redact;
 mod search;
 mod server;
+mod usage;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,7 @@ pub use providers::{
 pub use redact::redact_url;
 pub use search::{SearchConfig, SearchKind};
 pub use server::CorsConfig;
+pub use usage::UsageConfig;
 
 /// Everything `relay serve` and `relay users` read.
 #[derive(Debug, Clone, Deserialize)]
@@ -63,6 +65,8 @@ pub struct Config {
     /// On shutdown, in-flight requests get this long to finish; then each open leg ends with an
     /// `error` line (`retryable: true`) and the process exits.
     pub shutdown_grace_ms: u64,
+    /// The usage ledger: retention and write batching.
+    pub usage: UsageConfig,
 }
 
 impl Default for Config {
@@ -81,6 +85,7 @@ impl Default for Config {
             trusted_proxies: Vec::new(),
             shutdown_grace_ms: 10_000,
             telemetry: TelemetryConfig::default(),
+            usage: UsageConfig::default(),
         }
     }
 }
@@ -175,6 +180,12 @@ impl Config {
                     auth.default_limit
                 ));
             }
+            if auth.default_token_budget < -1 {
+                return bad(format!(
+                    "auth.default_token_budget must be -1 (unlimited) or a count of tokens, not {}",
+                    auth.default_token_budget
+                ));
+            }
             if auth.token_ttl_days == 0 {
                 return bad("auth.token_ttl_days must be at least 1".into());
             }
@@ -229,6 +240,14 @@ impl Config {
             if !model_names.insert(m.name.as_str()) {
                 return bad(format!("models: the name `{}` is used twice", m.name));
             }
+            for (key, price) in m.prices() {
+                if price.is_some_and(|p| !(p.is_finite() && p >= 0.0)) {
+                    return bad(format!(
+                        "models `{}`: {key} must be a number of USD per million tokens, at least 0",
+                        m.name
+                    ));
+                }
+            }
             if !self.providers.iter().any(|p| p.name == m.provider) {
                 return bad(format!(
                     "models `{}`: provider `{}` is not among [[providers]]",
@@ -256,6 +275,9 @@ impl Config {
                 "routing.max_event_bytes must be between 65536 (64 KiB) and 1073741824 (1 GiB), not {}",
                 self.routing.max_event_bytes
             ));
+        }
+        if let Some(problem) = self.usage.problem() {
+            return bad(problem);
         }
         if let Some(search) = &self.search
             && search.kind == SearchKind::Searxng

@@ -72,12 +72,36 @@ impl ProviderKind {
 }
 
 /// `[[models]]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
     pub name: String,
     pub provider: String,
     pub upstream: String,
+    /// Prices in USD per million tokens, for the usage ledger's cost; absent: no cost is shown.
+    /// Uncached input tokens (input less cached and cache writes).
+    #[serde(default)]
+    pub input_price: Option<f64>,
+    /// Input tokens read from the provider's cache.
+    #[serde(default)]
+    pub cached_input_price: Option<f64>,
+    /// Input tokens written to the provider's cache.
+    #[serde(default)]
+    pub cache_write_price: Option<f64>,
+    #[serde(default)]
+    pub output_price: Option<f64>,
+}
+
+impl ModelConfig {
+    /// The price keys and their values, for validation.
+    pub fn prices(&self) -> [(&'static str, Option<f64>); 4] {
+        [
+            ("input_price", self.input_price),
+            ("cached_input_price", self.cached_input_price),
+            ("cache_write_price", self.cache_write_price),
+            ("output_price", self.output_price),
+        ]
+    }
 }
 
 /// `[routing]`.

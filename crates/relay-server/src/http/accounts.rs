@@ -168,6 +168,12 @@ pub async fn get_me(
 ) -> ApiResult<axum::Json<Me>> {
     // `used` moves with every leg: the account is read from the store, never the session cache.
     let caller = Caller::from_token_fresh(&state, bearer_token(&headers)).await?;
+    let budget = crate::usage::budget::of(
+        state.ledger().store().as_ref(),
+        state.default_token_budget(),
+        caller.user_id(),
+    )
+    .await?;
     Ok(axum::Json(match caller {
         Caller::Local => Me {
             auth: false,
@@ -176,6 +182,9 @@ pub async fn get_me(
             limit: -1,
             used: state.memory().open_legs().await?,
             remaining: -1,
+            token_budget: budget.token_budget,
+            tokens_used: budget.tokens_used,
+            tokens_remaining: budget.remaining(),
         },
         Caller::User(user) => Me {
             auth: true,
@@ -184,6 +193,9 @@ pub async fn get_me(
             limit: user.effective_limit(),
             used: user.used,
             remaining: user.remaining(),
+            token_budget: budget.token_budget,
+            tokens_used: budget.tokens_used,
+            tokens_remaining: budget.remaining(),
         },
     }))
 }

@@ -132,11 +132,21 @@ pub async fn patch_user(
         patch.limit,
         patch.reset_usage.unwrap_or(false),
     )?;
+    if let Some(n) = patch.token_budget
+        && n < -1
+    {
+        return Err(ApiError::invalid(format!(
+            "token_budget must be -1 (unlimited) or a count of tokens, not {n}"
+        )));
+    }
     let auth = auth.ok_or(OperatorError::NoAuth)?;
     if changes.role == Some(Role::User) {
         operator::keep_an_admin(auth.as_ref(), &email).await?;
     }
     let user = operator::set_user(auth.as_ref(), &email, changes).await?;
+    if let Some(n) = patch.token_budget {
+        operator::set_token_budget(state.ledger().store().as_ref(), &user, n).await?;
+    }
     Ok(axum::Json(UserResult {
         ok: true,
         user: user.into(),
@@ -161,7 +171,13 @@ pub async fn delete_user(
 ) -> ApiResult<axum::Json<UserResult>> {
     let auth = admin_store(&state, &caller)?.ok_or(OperatorError::NoAuth)?;
     operator::keep_an_admin(auth.as_ref(), &email).await?;
-    let user = operator::delete_user(auth.as_ref(), state.memory().as_ref(), &email).await?;
+    let user = operator::delete_user(
+        auth.as_ref(),
+        state.memory().as_ref(),
+        state.ledger().store().as_ref(),
+        &email,
+    )
+    .await?;
     Ok(axum::Json(UserResult {
         ok: true,
         user: user.into(),

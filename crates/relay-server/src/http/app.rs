@@ -60,6 +60,8 @@ impl Relay {
 
     /// After the server has stopped: leaves the stores ready for a quick next start.
     pub async fn close(&self) {
+        // The ledger's queued records go to the store before it is closed.
+        self.state.ledger().close().await;
         self.state.memory().close().await;
         if let Some(auth) = self.state.auth() {
             auth.close().await;

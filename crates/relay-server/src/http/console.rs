@@ -54,6 +54,7 @@ const ASSETS: &[Asset] = &[
         "console.js",
         include_bytes!("../../assets/console/console.js"),
     ),
+    Asset::script("usage.js", include_bytes!("../../assets/console/usage.js")),
     Asset::stylesheet(
         "console.css",
         include_bytes!("../../assets/console/console.css"),
@@ -108,7 +109,7 @@ pub async fn get_console(State(state): State<AppState>) -> Response {
 
 /// The console's script, stylesheet and icon.
 #[utoipa::path(get, path = "/console/{file}", tag = "operations",
-    params(("file" = String, Path, description = "`console.js`, `console.css` or `favicon.svg`", example = "console.js")),
+    params(("file" = String, Path, description = "`console.js`, `usage.js`, `console.css` or `favicon.svg`", example = "console.js")),
     responses(
         (status = 200, description = "The embedded file", content_type = "text/javascript", body = String),
         (status = 404, description = "`not_found`: no such file", body = relay_wire::ErrorBody),

@@ -29,6 +29,7 @@ use crate::http::state::AppState;
     tags(
         (name = "accounts", description = "Signup, signin, sessions, the account snapshot and the waitlist"),
         (name = "agent", description = "Agent legs streamed as NDJSON, and the client-executed tool catalogue"),
+        (name = "usage", description = "The usage ledger: tokens and cost per leg, summed per day, model, project or account"),
         (name = "memory", description = "Durable per-user, per-project notes, injected into agent legs"),
         (name = "suggest", description = "Shell command suggestions and server-side web search"),
         (name = "operations", description = "Health, readiness, metrics and this reference"),

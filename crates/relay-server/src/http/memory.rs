@@ -193,7 +193,7 @@ pub async fn delete_notes(
     {
         memory.delete_project(user, project.as_str()).await
     } else if body.all == Some(true) {
-        memory.delete_all_notes(user).await
+        erase_all(&state, user).await
     } else {
         return Err(ApiError::invalid(
             "give exactly one selector: {id}, {project_id} or {all: true}",
@@ -201,6 +201,18 @@ pub async fn delete_notes(
         .into());
     }?;
     Ok(axum::Json(DeleteResponse { ok: true, deleted }))
+}
+
+/// The GDPR cascade: every note of the user, then the usage records (they name projects); the
+/// month's token count stays, so erasure does not reset a budget.
+async fn erase_all(state: &AppState, user_id: &str) -> crate::store::StoreResult<u64> {
+    let deleted = state.memory().delete_all_notes(user_id).await?;
+    state
+        .ledger()
+        .store()
+        .delete_user_legs(user_id, false)
+        .await?;
+    Ok(deleted)
 }
 
 /// Delete one project's notes, or without `project_id` every note of the caller (the GDPR cascade).
@@ -227,7 +239,7 @@ pub async fn delete_all_notes(
                 .delete_project(caller.user_id(), p.as_str())
                 .await
         }
-        None => state.memory().delete_all_notes(caller.user_id()).await,
+        None => erase_all(&state, caller.user_id()).await,
     }?;
     Ok(axum::Json(DeleteResponse { ok: true, deleted }))
 }

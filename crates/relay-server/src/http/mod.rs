@@ -23,4 +23,5 @@ pub mod server;
 pub mod shutdown;
 pub mod state;
 pub mod suggest;
+pub mod usage;
 pub mod waitlist;

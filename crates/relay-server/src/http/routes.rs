@@ -49,6 +49,10 @@ pub fn api() -> OpenApiRouter<AppState> {
             routes!(compat::count_tokens::count_tokens),
             compat::BODY_LIMIT,
         ))
+        // The usage ledger (issue 35)
+        .routes(routes!(super::usage::get_usage))
+        .routes(routes!(super::usage::get_usage_legs))
+        .routes(routes!(super::usage::get_admin_usage))
         // Project memory (spec §4.4)
         .routes(routes!(memory::remember))
         .routes(routes!(memory::get_recall, memory::post_recall))

@@ -35,6 +35,7 @@ struct Inner {
     search: Option<Arc<dyn SearchBackend>>,
     /// Cancelled when the shutdown grace period is over: open legs end with an `error` line.
     legs_stop: tokio_util::sync::CancellationToken,
+    ledger: crate::usage::Ledger,
 }
 
 impl AppState {
@@ -69,6 +70,12 @@ impl AppState {
             Duration::from_secs(config.limits.signin_window_secs),
         )
         .shared(shared_limits.as_ref());
+        let ledger = crate::usage::Ledger::start(
+            stores.memory.usage.clone(),
+            &config.usage,
+            crate::usage::PriceList::from_models(&config.models),
+            metrics.clone(),
+        );
         Ok(Self(Arc::new(Inner {
             auth: if config.open_mode() {
                 None
@@ -86,6 +93,7 @@ impl AppState {
             shared_limits,
             search,
             legs_stop: tokio_util::sync::CancellationToken::new(),
+            ledger,
         })))
     }
 
@@ -129,6 +137,21 @@ impl AppState {
     /// The web search backend; `None` without `[search]`.
     pub fn search(&self) -> Option<&Arc<dyn SearchBackend>> {
         self.0.search.as_ref()
+    }
+
+    /// The usage ledger: where legs' records go, and its store.
+    /// `[auth] default_token_budget` in auth mode; `None` in open mode, where `local` has no budget.
+    pub fn default_token_budget(&self) -> Option<i64> {
+        self.auth().map(|_| {
+            self.config()
+                .auth
+                .as_ref()
+                .map_or(-1, |a| a.default_token_budget)
+        })
+    }
+
+    pub fn ledger(&self) -> &crate::usage::Ledger {
+        &self.0.ledger
     }
 
     /// Resolves once open legs must end (`shutdown::serve_bounded`).

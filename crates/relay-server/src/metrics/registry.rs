@@ -85,6 +85,8 @@ pub struct Metrics {
     pub notes_injected: Counter,
     pub relay_overhead: Histogram,
     pub limits_store_errors: Counter,
+    /// Cost of legs in USD by model, from `[[models]]` prices.
+    pub cost_usd: Family<ModelLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
 }
 
 impl Metrics {
@@ -176,6 +178,12 @@ impl Metrics {
             "Limit decisions Redis did not answer in time, decided by this instance's own counters",
             limits_store_errors.clone(),
         );
+        let cost_usd = Family::<ModelLabels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "cost_usd",
+            "Cost of legs in USD by configured model, from the [[models]] prices",
+            cost_usd.clone(),
+        );
         Arc::new(Self {
             registry: root,
             http_requests,
@@ -189,6 +197,7 @@ impl Metrics {
             notes_injected,
             relay_overhead,
             limits_store_errors,
+            cost_usd,
         })
     }
 

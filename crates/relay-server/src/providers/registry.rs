@@ -63,6 +63,7 @@ impl Models {
                         name: model.to_owned(),
                         provider: name,
                         upstream: model.to_owned(),
+                        ..Default::default()
                     });
                 }
             }
@@ -73,6 +74,7 @@ impl Models {
                     name: "demo".into(),
                     provider: "demo".into(),
                     upstream: "demo".into(),
+                    ..Default::default()
                 });
             }
             let auto = models.iter().map(|m| m.name.clone()).collect();

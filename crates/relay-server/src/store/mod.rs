@@ -11,6 +11,7 @@ pub mod relevance;
 mod rows;
 pub mod sqlite;
 mod text;
+pub mod usage;
 
 pub use open::Stores;
 
@@ -299,6 +300,8 @@ pub struct StoreOptions {
 pub struct Backend {
     pub auth: Arc<dyn AuthStore>,
     pub memory: Arc<dyn MemoryStore>,
+    /// The usage ledger, in the memory store's database.
+    pub usage: Arc<dyn usage::UsageStore>,
 }
 
 /// The backend a URL's scheme names.
@@ -343,6 +346,7 @@ impl Opener {
                 let store = Arc::new(sqlite::SqliteStore::open(url, options).await?);
                 Backend {
                     auth: auth_cache::over_sqlite(url, store.clone())?,
+                    usage: store.clone(),
                     memory: store,
                 }
             }
@@ -350,6 +354,7 @@ impl Opener {
                 let store = Arc::new(postgres::PgStore::open(url, options).await?);
                 Backend {
                     auth: auth_cache::over_postgres(url, store.held(), store.clone())?,
+                    usage: store.clone(),
                     memory: store,
                 }
             }

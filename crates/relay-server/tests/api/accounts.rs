@@ -22,7 +22,8 @@ async fn signup_me_signout_me_is_the_whole_session_flow() {
     let me = body(app.me(Some(&token)).await).await;
     assert_eq!(
         me,
-        json!({"auth": true, "role": "user", "email": "ada@example.com", "limit": 100, "used": 0, "remaining": 100})
+        json!({"auth": true, "role": "user", "email": "ada@example.com", "limit": 100, "used": 0, "remaining": 100,
+            "token_budget": -1, "tokens_used": 0, "tokens_remaining": -1})
     );
 
     let r = app.post("/v1/auth/signout", Some(&token), &json!({})).await;
@@ -317,7 +318,8 @@ async fn closed_signups_are_403_signup_closed() {
 #[tokio::test]
 async fn open_mode_ignores_tokens_and_answers_local() {
     let app = TestApp::open().await;
-    let expected = json!({"auth": false, "role": "local", "email": "", "limit": -1, "used": 0, "remaining": -1});
+    let expected = json!({"auth": false, "role": "local", "email": "", "limit": -1, "used": 0, "remaining": -1,
+        "token_budget": -1, "tokens_used": 0, "tokens_remaining": -1});
     for token in [None, Some("rly_garbage"), Some("anything")] {
         let r = app.me(token).await;
         assert_eq!(r.status(), StatusCode::OK);

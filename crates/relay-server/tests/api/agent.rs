@@ -19,11 +19,13 @@ pub fn with_fake(mut c: Config, fake: &FakeUpstream) -> Config {
             name: "m1".into(),
             provider: "fake".into(),
             upstream: "up-1".into(),
+            ..Default::default()
         },
         ModelConfig {
             name: "m2".into(),
             provider: "fake".into(),
             upstream: "up-2".into(),
+            ..Default::default()
         },
     ];
     c.routing.auto = vec!["m1".into(), "m2".into()];

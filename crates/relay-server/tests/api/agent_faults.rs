@@ -128,6 +128,7 @@ async fn an_unreachable_provider_is_503_provider_unavailable() {
             name: "m".into(),
             provider: "gone".into(),
             upstream: "x".into(),
+            ..Default::default()
         }];
         c.routing.retries = 0;
         c

@@ -29,6 +29,7 @@ async fn app(fake: &CachingUpstream) -> TestApp {
                 name: name.into(),
                 provider: name.into(),
                 upstream: format!("{name}-up"),
+                ..Default::default()
             });
         }
         c

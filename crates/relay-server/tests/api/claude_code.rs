@@ -107,6 +107,7 @@ async fn claude_code_reads_the_cache_through_relay_as_it_does_directly() {
             name: "claude-sonnet-4-5".into(),
             provider: "anthropic".into(),
             upstream: "claude-sonnet-4-5".into(),
+            ..Default::default()
         });
         c
     })

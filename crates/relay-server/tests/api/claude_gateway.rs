@@ -101,6 +101,7 @@ async fn count_tokens_is_forwarded_to_an_anthropic_provider_with_the_upstream_mo
             name: "claude".into(),
             provider: "claude".into(),
             upstream: "claude-haiku-4-5".into(),
+            ..Default::default()
         });
         c
     })

@@ -52,6 +52,7 @@ pub async fn app_with_anthropic(fake: &FakeUpstream, fixture: &str) -> TestApp {
             name: "claude".into(),
             provider: "claude".into(),
             upstream: "claude-haiku-4-5".into(),
+            ..Default::default()
         });
         c
     })

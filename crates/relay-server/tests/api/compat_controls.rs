@@ -68,6 +68,7 @@ async fn app(capture: &Capture) -> TestApp {
                 name: name.into(),
                 provider: name.into(),
                 upstream: format!("{name}-up"),
+                ..Default::default()
             });
         }
         c

@@ -31,6 +31,7 @@ async fn console_page_and_files_are_embedded_under_a_strict_policy() {
     assert!(!html.contains("http://") && !html.contains("https://") && !html.contains("\"//"));
     for (file, media) in [
         ("console.js", "text/javascript"),
+        ("usage.js", "text/javascript"),
         ("console.css", "text/css"),
         ("favicon.svg", "image/svg+xml"),
     ] {

@@ -127,6 +127,7 @@ async fn hostile_app(idle_ms: u64) -> TestApp {
                 name: format!("m-{n}"),
                 provider: "raw".into(),
                 upstream: format!("up-{n}"),
+                ..Default::default()
             })
             .collect();
         c.routing.auto = vec!["m-ok".into()];

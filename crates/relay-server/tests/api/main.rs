@@ -31,3 +31,4 @@ mod search;
 mod security;
 mod suggest;
 mod upstream_h2;
+mod usage;

@@ -156,6 +156,7 @@ async fn app_of(fake: &FakeUpstream) -> TestApp {
             name: "m-anthropic".into(),
             provider: "anth".into(),
             upstream: "claude-x".into(),
+            ..Default::default()
         });
         c.limits.agent_burst = 1_000;
         c

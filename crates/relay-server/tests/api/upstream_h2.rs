@@ -129,6 +129,7 @@ fn with_tls_provider(
             name: m.into(),
             provider: "tls".into(),
             upstream: m.into(),
+            ..Default::default()
         })
         .collect();
     c.routing.auto = vec!["fast".into()];

@@ -80,6 +80,10 @@ fn explain(server: &str, e: Error) -> anyhow::Error {
                 display::line(&message(&e))
             )
         }
+        (_, Some(ErrorCode::BudgetExceeded)) => anyhow::anyhow!(
+            "monthly token budget used up (HTTP 403 budget_exceeded): {}",
+            message(&e)
+        ),
         // The relay's (or a provider's) words, which may carry control characters.
         _ => anyhow::anyhow!("{}", display::line(&e.to_string())),
     }

@@ -51,7 +51,7 @@ pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
         (status = 200, description = "NDJSON, one `AgentEvent` per line: `start`, then `text`/`reasoning`/`ping`, then exactly one of `tool_calls`, `done`, `error`",
             content_type = "application/x-ndjson", body = relay_wire::agent::AgentEvent),
         (status = 400, description = "`invalid_request` or `unknown_model`; costs no quota", body = ErrorBody),
-        (status = 403, description = "`quota_exceeded`", body = ErrorBody),
+        (status = 403, description = "`quota_exceeded`, or `budget_exceeded` (the monthly token budget is used up); costs no quota", body = ErrorBody),
         (status = 429, description = "`rate_limited` (per caller, or every model was rate limited); see Retry-After", body = ErrorBody),
         (status = 502, description = "`upstream_error`: every model failed before any output; `upstream_event_too_large`: the provider sent an event larger than `[routing] max_event_bytes`", body = ErrorBody),
         (status = 503, description = "`provider_unavailable`: no provider could be reached", body = ErrorBody),
@@ -110,6 +110,12 @@ pub async fn open_leg(
         ));
     }
     state.limits().agent.check(caller.user_id()).await?;
+    crate::usage::budget::check(
+        state.ledger().store().as_ref(),
+        state.default_token_budget(),
+        caller,
+    )
+    .await?;
     // Admission (a write) and the note lookup (reads) go to the store side by side: a leg waits
     // for the slower of the two, not for both. A refused leg's notes are thrown away.
     let admission = quota::Quota::admit(state, caller);
@@ -122,6 +128,7 @@ pub async fn open_leg(
     let quota = quota?;
     stream::open(
         state.clone(),
+        caller.user_id(),
         request_id,
         chain,
         leg,

@@ -34,6 +34,8 @@ pub struct ValidLeg {
     pub passthrough: Option<Arc<Passthrough>>,
     /// A stable key per user and conversation, for providers with keyed prompt caches.
     pub cache_key: Option<String>,
+    /// The door the leg came in by, for its usage record; each door sets its own.
+    pub route: crate::usage::Route,
 }
 
 impl ValidLeg {
@@ -226,6 +228,7 @@ pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
         first_user_text: first_user_text.unwrap_or_default(),
         passthrough: None,
         cache_key: None,
+        route: crate::usage::Route::Agent,
     })
 }
 

@@ -5,6 +5,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
@@ -25,6 +26,7 @@ use crate::http::state::AppState;
 use crate::providers::registry::ModelEntry;
 use crate::providers::{EventStream, FinishReason, ProviderError, ProviderEvent, Usage};
 use crate::store::Note;
+use crate::usage::LegFacts;
 
 /// The longest wait between two tries of one model; a longer `Retry-After` moves on to the next model.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
@@ -38,12 +40,17 @@ pub struct Opened {
     /// The leg's quota unit: a door that ends up giving the client nothing but an error (a
     /// non-streamed answer that failed after the first output) gives it back.
     pub quota: Quota,
+    /// Set by a door that answers whole: a leg of it that fails is refunded, so it leaves no
+    /// usage record (issue 35: refunded calls leave none).
+    pub refunded_if_failed: Arc<AtomicBool>,
 }
 
 /// Tries the chain until a model produces its first output; the caller encodes the events
 /// (NDJSON for a leg, the compatible endpoints' own formats for theirs).
+#[allow(clippy::too_many_arguments, reason = "the leg's parts, each used once")]
 pub async fn open(
     state: AppState,
+    user_id: &str,
     request_id: String,
     chain: Vec<Arc<ModelEntry>>,
     leg: ValidLeg,
@@ -56,6 +63,15 @@ pub async fn open(
     let retries = routing.retries;
     let block = inject::block(&notes);
     let history_ids = history_call_ids(&leg);
+    let refunded_if_failed = Arc::new(AtomicBool::new(false));
+    let mut facts = LegFacts {
+        user_id: user_id.to_owned(),
+        request_id: request_id.clone(),
+        route: leg.route,
+        project_id: leg.project_id.as_ref().map(|p| p.as_str().to_owned()),
+        arrived,
+        ttfb_ms: 0,
+    };
     state
         .metrics()
         .relay_overhead
@@ -95,6 +111,8 @@ pub async fn open(
                         .observe(sent.elapsed().as_secs_f64());
                     state.metrics().notes_injected.inc_by(notes.len() as u64);
                     quota.served().await;
+                    facts.ttfb_ms =
+                        i64::try_from(arrived.elapsed().as_millis()).unwrap_or(i64::MAX);
                     let note_ids: Vec<String> =
                         notes.iter().map(|n| n.id.as_str().to_owned()).collect();
                     let start = AgentEvent::Start {
@@ -108,13 +126,19 @@ pub async fn open(
                         model: model.name.clone(),
                         note_ids,
                         quota,
+                        refunded_if_failed: refunded_if_failed.clone(),
                         events: events_of(
                             state.clone(),
                             model.clone(),
-                            start,
-                            (first, events),
+                            facts,
+                            Opening {
+                                start,
+                                first,
+                                events,
+                            },
                             idle,
                             history_ids,
+                            refunded_if_failed,
                         ),
                     });
                 }
@@ -222,14 +246,27 @@ fn history_call_ids(leg: &ValidLeg) -> HashSet<String> {
         .collect()
 }
 
+/// What a leg opens with: the `start` line, the first provider event, and the rest to come.
+struct Opening {
+    start: AgentEvent,
+    first: ProviderEvent,
+    events: EventStream,
+}
+
 fn events_of(
     state: AppState,
     model: Arc<ModelEntry>,
-    start: AgentEvent,
-    (first, events): (ProviderEvent, EventStream),
+    facts: LegFacts,
+    opening: Opening,
     idle: Duration,
     history_ids: HashSet<String>,
+    refunded_if_failed: Arc<AtomicBool>,
 ) -> futures::stream::BoxStream<'static, AgentEvent> {
+    let Opening {
+        start,
+        first,
+        events,
+    } = opening;
     state.metrics().active_streams.inc();
     let ping = Duration::from_millis(state.config().routing.ping_interval_ms);
     let now = Instant::now();
@@ -261,6 +298,10 @@ fn events_of(
         idle,
         ping,
         history_ids,
+        refunded_if_failed,
+        facts,
+        status: None,
+        usage: None,
     };
     Box::pin(futures::stream::unfold(leg, |mut leg| async move {
         let event = leg.next_event().await?;
@@ -303,10 +344,23 @@ struct Leg {
     ping: Duration,
     /// The call ids of the leg's history (see `calls::normalise`).
     history_ids: HashSet<String>,
+    /// See `Opened::refunded_if_failed`.
+    refunded_if_failed: Arc<AtomicBool>,
+    /// The usage record's parts: what the leg knew from the start, how it ended, what it used.
+    facts: LegFacts,
+    status: Option<&'static str>,
+    usage: Option<Usage>,
 }
 
 impl Drop for Leg {
     fn drop(&mut self) {
+        // The one place every leg that kept its quota unit ends: done, failed or cancelled. Queued
+        // before the active count drops, so a leg no longer counted has its record queued.
+        let status = self.status.unwrap_or("cancelled");
+        let refunded = status == "error" && self.refunded_if_failed.load(Ordering::Relaxed);
+        if !refunded {
+            (self.state.ledger()).leg_ended(&self.facts, &self.model, status, self.usage.as_ref());
+        }
         let metrics = self.state.metrics();
         metrics.active_streams.dec();
         if !self.finished {
@@ -389,6 +443,8 @@ impl Leg {
                 usage,
             } => {
                 self.finished = true;
+                self.status = Some("ok");
+                self.usage = Some(usage);
                 let metrics = self.state.metrics();
                 metrics.tokens(&self.model.name, &usage);
                 self.span
@@ -436,6 +492,7 @@ impl Leg {
     /// The server is stopping past its grace period: the client should retry the leg elsewhere.
     fn shut_down(&mut self) -> AgentEvent {
         self.finished = true;
+        self.status = Some("error");
         self.state.metrics().leg(&self.model.name, "error");
         AgentEvent::Error {
             error: ErrorCode::ProviderUnavailable,
@@ -446,6 +503,7 @@ impl Leg {
 
     fn fail(&mut self, e: &ProviderError) -> AgentEvent {
         self.finished = true;
+        self.status = Some("error");
         self.span
             .record("relay.outcome", "error")
             .record("otel.status_code", "ERROR");

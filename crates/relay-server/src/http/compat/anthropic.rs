@@ -140,7 +140,7 @@ pub struct AnthropicErrorBody {
             body = MessageOut, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
         (status = 400, description = "`invalid_request_error`", body = AnthropicErrorBody),
         (status = 401, description = "`authentication_error`", body = AnthropicErrorBody),
-        (status = 403, description = "`permission_error`: the quota is used up", body = AnthropicErrorBody),
+        (status = 403, description = "`permission_error`: the quota or the monthly token budget is used up", body = AnthropicErrorBody),
         (status = 429, description = "`rate_limit_error`; see Retry-After", body = AnthropicErrorBody),
         (status = 502, description = "Every model failed before answering", body = AnthropicErrorBody),
         (status = 503, description = "No provider could be reached", body = AnthropicErrorBody),
@@ -158,6 +158,7 @@ async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Respons
     let (leg_request, tools) = translate(&request)?;
     let mut leg = super::leg(&leg_request, &tools, &headers)?;
     leg.passthrough = super::passthrough(Family::Messages, &body, &headers)?;
+    leg.route = crate::usage::Route::Messages;
     leg.stop = request.stop_sequences.clone().unwrap_or_default();
     leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
     let opened = super::open(&state, &caller, &headers, &request.model, leg, arrived).await?;

@@ -117,13 +117,24 @@ async fn run<D: Door>(
                 .boxed(),
         )
     } else {
+        opened
+            .refunded_if_failed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let mut events = opened.events;
+        let mut failed = false;
         while let Some(event) = events.next().await {
             let terminal = event.is_terminal();
+            failed |= matches!(event, AgentEvent::Error { .. });
             answer.event(event);
             if terminal {
                 break;
             }
+        }
+        // The leg (and its usage record, which a refunded call does not leave) ends here.
+        drop(events);
+        if failed {
+            // The client gets an error and none of the output: the call cost nothing.
+            opened.quota.refund().await;
         }
         answer.end();
         answer.whole()?

@@ -207,6 +207,9 @@ pub async fn answer(
             .flat_map(move |e| futures::stream::iter(encoder.encode(e)))
             .boxed())
     } else {
+        opened
+            .refunded_if_failed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let collected = collect(opened.events).await;
         if matches!(collected.terminal, AgentEvent::Error { .. }) {
             // The client gets an error and none of the output: the call cost nothing (SDKs

@@ -161,7 +161,7 @@ pub struct OpenAiErrorBody {
             body = ChatCompletion, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
         (status = 400, description = "`invalid_request_error`", body = OpenAiErrorBody),
         (status = 401, description = "`authentication_error`", body = OpenAiErrorBody),
-        (status = 403, description = "`permission_error` with code `quota_exceeded`", body = OpenAiErrorBody),
+        (status = 403, description = "`permission_error` with code `quota_exceeded` or `budget_exceeded`", body = OpenAiErrorBody),
         (status = 429, description = "`rate_limit_error`; see Retry-After", body = OpenAiErrorBody),
         (status = 502, description = "Every model failed before answering", body = OpenAiErrorBody),
         (status = 503, description = "No provider could be reached", body = OpenAiErrorBody),
@@ -183,6 +183,7 @@ async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Respons
     let (leg_request, tools) = translate(&request)?;
     let mut leg = super::leg(&leg_request, &tools, &headers)?;
     leg.passthrough = super::passthrough(Family::ChatCompletions, &body, &headers)?;
+    leg.route = crate::usage::Route::ChatCompletions;
     leg.stop = stop(request.stop.as_ref())?;
     leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
     let opened = super::open(&state, &caller, &headers, &request.model, leg, arrived).await?;

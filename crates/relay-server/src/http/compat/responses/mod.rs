@@ -49,6 +49,7 @@ impl Door for Responses {
             .any(|t| matches!(t["type"].as_str(), Some("namespace" | "custom")));
         let (offered, names) = tools::offer(&request.tools)?;
         let mut leg = super::leg(&leg_request, &offered, headers)?;
+        leg.route = crate::usage::Route::Responses;
         leg.tool_choice = request
             .tool_choice
             .as_ref()

@@ -1,0 +1,208 @@
+//! SQLite queries of the usage ledger: batched inserts with the month counts, aggregates, pages
+//! of records, erasure and pruning.
+
+use async_trait::async_trait;
+use sqlx::Row;
+
+use super::SqliteStore;
+use crate::store::StoreResult;
+use crate::store::usage::{
+    GroupBy, LegRecord, StoredLeg, UsageQuery, UsageStore, UsageSums, month_of,
+};
+
+/// The column a grouping keys on; `day` is cast so that every key reads back as text.
+fn key_column(group_by: GroupBy) -> &'static str {
+    match group_by {
+        GroupBy::Day => "CAST(day AS TEXT)",
+        GroupBy::Model => "model",
+        GroupBy::Project => "project_id",
+        GroupBy::User => "user_id",
+    }
+}
+
+#[async_trait]
+impl UsageStore for SqliteStore {
+    async fn insert_legs(&self, records: &[LegRecord]) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        for r in records {
+            sqlx::query(
+                "INSERT INTO usage_legs (user_id, request_id, at, day, route, model, provider,
+                    project_id, status, input_tokens, cached_input_tokens, cache_write_tokens,
+                    output_tokens, reasoning_tokens, ttfb_ms, duration_ms, cost_usd)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(&r.user_id)
+            .bind(&r.request_id)
+            .bind(r.at)
+            .bind(r.at.div_euclid(86_400))
+            .bind(r.route)
+            .bind(&r.model)
+            .bind(&r.provider)
+            .bind(&r.project_id)
+            .bind(r.status)
+            .bind(r.input_tokens)
+            .bind(r.cached_input_tokens)
+            .bind(r.cache_write_tokens)
+            .bind(r.output_tokens)
+            .bind(r.reasoning_tokens)
+            .bind(r.ttfb_ms)
+            .bind(r.duration_ms)
+            .bind(r.cost_usd)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO usage_months (user_id, month, tokens) VALUES (?, ?, ?)
+                 ON CONFLICT (user_id, month) DO UPDATE SET tokens = tokens + excluded.tokens",
+            )
+            .bind(&r.user_id)
+            .bind(r.month())
+            .bind(r.budget_tokens())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn aggregate(&self, q: &UsageQuery) -> StoreResult<Vec<UsageSums>> {
+        // The key column is one of `key_column`'s fixed names; every value is bound.
+        let sql = format!(
+            "SELECT {key} AS key, COUNT(*) AS legs, SUM(input_tokens) AS input,
+                SUM(cached_input_tokens) AS cached, SUM(cache_write_tokens) AS cache_write,
+                SUM(output_tokens) AS output, SUM(cost_usd) AS cost
+             FROM usage_legs
+             WHERE (?1 IS NULL OR user_id = ?1) AND day BETWEEN ?2 AND ?3
+             GROUP BY {key}",
+            key = key_column(q.group_by)
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&q.user_id)
+            .bind(q.from.div_euclid(86_400))
+            .bind(q.to.div_euclid(86_400))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(sums).collect()
+    }
+
+    async fn legs(
+        &self,
+        user_id: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<StoredLeg>> {
+        let rows = sqlx::query(
+            "SELECT * FROM usage_legs WHERE user_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
+        )
+        .bind(user_id)
+        .bind(before.unwrap_or(i64::MAX))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(stored).collect()
+    }
+
+    async fn month_tokens(&self, user_id: &str, month: i64) -> StoreResult<i64> {
+        let tokens: Option<i64> =
+            sqlx::query_scalar("SELECT tokens FROM usage_months WHERE user_id = ? AND month = ?")
+                .bind(user_id)
+                .bind(month)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(tokens.unwrap_or(0))
+    }
+
+    async fn budget_and_month(&self, user_id: &str, month: i64) -> StoreResult<(Option<i64>, i64)> {
+        let row = sqlx::query(
+            "SELECT (SELECT token_budget FROM usage_budgets WHERE user_id = ?1) AS budget, COALESCE((SELECT tokens FROM usage_months WHERE user_id = ?1 AND month = ?2), 0) AS tokens",
+        )
+        .bind(user_id)
+        .bind(month)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((row.try_get("budget")?, row.try_get("tokens")?))
+    }
+
+    async fn set_budget(&self, user_id: &str, token_budget: i64) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO usage_budgets (user_id, token_budget) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET token_budget = excluded.token_budget",
+        )
+        .bind(user_id)
+        .bind(token_budget)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_user_legs(&self, user_id: &str, counters: bool) -> StoreResult<u64> {
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query("DELETE FROM usage_legs WHERE user_id = ?")
+            .bind(user_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if counters {
+            sqlx::query("DELETE FROM usage_months WHERE user_id = ?")
+                .bind(user_id)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM usage_budgets WHERE user_id = ?")
+                .bind(user_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    async fn prune(&self, before: i64) -> StoreResult<u64> {
+        let n = sqlx::query("DELETE FROM usage_legs WHERE at < ?")
+            .bind(before)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        // Month counts older than the oldest kept record's month are of no use to a budget.
+        sqlx::query("DELETE FROM usage_months WHERE month < ?")
+            .bind(month_of(before))
+            .execute(&self.pool)
+            .await?;
+        Ok(n)
+    }
+}
+
+fn sums(row: &sqlx::sqlite::SqliteRow) -> StoreResult<UsageSums> {
+    Ok(UsageSums {
+        key: row.try_get("key")?,
+        legs: row.try_get("legs")?,
+        input_tokens: row.try_get("input")?,
+        cached_input_tokens: row.try_get("cached")?,
+        cache_write_tokens: row.try_get("cache_write")?,
+        output_tokens: row.try_get("output")?,
+        cost_usd: row.try_get("cost")?,
+    })
+}
+
+fn stored(row: &sqlx::sqlite::SqliteRow) -> StoreResult<StoredLeg> {
+    let route: String = row.try_get("route")?;
+    let status: String = row.try_get("status")?;
+    Ok(StoredLeg {
+        id: row.try_get("id")?,
+        record: LegRecord {
+            user_id: row.try_get("user_id")?,
+            request_id: row.try_get("request_id")?,
+            at: row.try_get("at")?,
+            route: crate::usage::Route::name_of(&route),
+            model: row.try_get("model")?,
+            provider: row.try_get("provider")?,
+            project_id: row.try_get("project_id")?,
+            status: crate::usage::status_of(&status),
+            input_tokens: row.try_get("input_tokens")?,
+            cached_input_tokens: row.try_get("cached_input_tokens")?,
+            cache_write_tokens: row.try_get("cache_write_tokens")?,
+            output_tokens: row.try_get("output_tokens")?,
+            reasoning_tokens: row.try_get("reasoning_tokens")?,
+            ttfb_ms: row.try_get("ttfb_ms")?,
+            duration_ms: row.try_get("duration_ms")?,
+            cost_usd: row.try_get("cost_usd")?,
+        },
+    })
+}

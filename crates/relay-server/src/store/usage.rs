@@ -1,0 +1,158 @@
+//! The usage ledger's storage: one row per leg that took a quota unit, the aggregates the usage
+//! endpoints answer from, and each account's token count per calendar month (token budgets).
+
+use async_trait::async_trait;
+
+use super::StoreResult;
+
+/// One leg as the ledger keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LegRecord {
+    /// The account (`local` in open mode).
+    pub user_id: String,
+    pub request_id: String,
+    /// Unix seconds.
+    pub at: i64,
+    pub route: &'static str,
+    pub model: String,
+    pub provider: String,
+    pub project_id: Option<String>,
+    /// `ok`, `error` or `cancelled`.
+    pub status: &'static str,
+    pub input_tokens: i64,
+    pub cached_input_tokens: i64,
+    pub cache_write_tokens: i64,
+    pub output_tokens: i64,
+    pub reasoning_tokens: i64,
+    pub ttfb_ms: i64,
+    pub duration_ms: i64,
+    pub cost_usd: Option<f64>,
+}
+
+impl LegRecord {
+    /// What the leg counts against a token budget: input plus output tokens.
+    pub fn budget_tokens(&self) -> i64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+
+    /// The calendar month (UTC) a record counts in, as `YYYYMM`.
+    pub fn month(&self) -> i64 {
+        month_of(self.at)
+    }
+}
+
+/// The calendar month (UTC) of a Unix time, as `YYYYMM` (202611).
+pub fn month_of(at: i64) -> i64 {
+    let (y, m, _) = civil_from_days(at.div_euclid(86_400));
+    y * 100 + m
+}
+
+/// The (year, month, day) of a day number counted from 1970-01-01 (Howard Hinnant's algorithm).
+pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// The day number (from 1970-01-01) of a civil date.
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// What the rows of an aggregate are keyed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupBy {
+    Day,
+    Model,
+    Project,
+    User,
+}
+
+/// Which records an aggregate covers: one account's or every account's, `[from, to]` in Unix
+/// seconds, both included.
+#[derive(Debug, Clone)]
+pub struct UsageQuery {
+    pub user_id: Option<String>,
+    pub from: i64,
+    pub to: i64,
+    pub group_by: GroupBy,
+}
+
+/// One row of an aggregate: its key (a day number for `Day`, the model, project (`None` for
+/// none) or account id otherwise) and the sums.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageSums {
+    pub key: Option<String>,
+    pub legs: i64,
+    pub input_tokens: i64,
+    pub cached_input_tokens: i64,
+    pub cache_write_tokens: i64,
+    pub output_tokens: i64,
+    /// `None` when no leg in the row had a price.
+    pub cost_usd: Option<f64>,
+}
+
+/// A stored record and the id a page continues after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredLeg {
+    pub id: i64,
+    pub record: LegRecord,
+}
+
+#[async_trait]
+pub trait UsageStore: Send + Sync {
+    /// Writes a batch of records and adds each one's tokens to its account's month, in one
+    /// transaction.
+    async fn insert_legs(&self, records: &[LegRecord]) -> StoreResult<()>;
+    /// The sums per key of the records the query covers, in no particular order.
+    async fn aggregate(&self, query: &UsageQuery) -> StoreResult<Vec<UsageSums>>;
+    /// One account's records, newest first, those with an id below `before` when given.
+    async fn legs(
+        &self,
+        user_id: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<StoredLeg>>;
+    /// Input plus output tokens the account used in a month (`YYYYMM`).
+    async fn month_tokens(&self, user_id: &str, month: i64) -> StoreResult<i64>;
+    /// The account's own budget (`None`: none set) and its tokens in `month`, in one read.
+    async fn budget_and_month(&self, user_id: &str, month: i64) -> StoreResult<(Option<i64>, i64)>;
+    /// Sets the account's monthly token budget (-1 unlimited).
+    async fn set_budget(&self, user_id: &str, token_budget: i64) -> StoreResult<()>;
+    /// Deletes an account's records (erasure); the month counts and budget stay unless `counters`.
+    async fn delete_user_legs(&self, user_id: &str, counters: bool) -> StoreResult<u64>;
+    /// Deletes records older than `before` (Unix seconds).
+    async fn prune(&self, before: i64) -> StoreResult<u64>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates_round_trip_and_months_follow_utc() {
+        for day in [-800_000, -1, 0, 59, 365, 11_016, 20_783, 1_000_000] {
+            let (y, m, d) = civil_from_days(day);
+            assert_eq!(days_from_civil(y, m, d), day);
+        }
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(days_from_civil(2024, 2, 29), 19_782);
+        // 2026-11-30 23:59:59 UTC is November; one second later is December.
+        let end = days_from_civil(2026, 12, 1) * 86_400;
+        assert_eq!(month_of(end - 1), 202_611);
+        assert_eq!(month_of(end), 202_612);
+    }
+}

@@ -1,0 +1,192 @@
+//! The usage ledger: one record per leg that took a quota unit, priced from `[[models]]`, written
+//! in batches off the leg's path (`ledger`), and the endpoints that read it back (`api`).
+
+pub mod budget;
+pub mod ledger;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use crate::config::ModelConfig;
+use crate::providers::Usage;
+use crate::store::usage::LegRecord;
+
+pub use ledger::Ledger;
+
+/// The door a leg came in by; each door sets it on the leg it builds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Route {
+    #[default]
+    Agent,
+    ChatCompletions,
+    Messages,
+    Responses,
+}
+
+impl Route {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::ChatCompletions => "chat_completions",
+            Self::Messages => "messages",
+            Self::Responses => "responses",
+        }
+    }
+
+    /// The stored name read back as the same static string (an unknown one as `agent`, which
+    /// only a hand-edited row could hold).
+    pub fn name_of(stored: &str) -> &'static str {
+        [
+            Self::Agent,
+            Self::ChatCompletions,
+            Self::Messages,
+            Self::Responses,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == stored)
+        .unwrap_or_default()
+        .as_str()
+    }
+}
+
+/// A stored status read back as its static string.
+pub fn status_of(stored: &str) -> &'static str {
+    match stored {
+        "ok" => "ok",
+        "cancelled" => "cancelled",
+        _ => "error",
+    }
+}
+
+/// A model's prices in USD per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Prices {
+    pub input: f64,
+    pub cached_input: f64,
+    pub cache_write: f64,
+    pub output: f64,
+}
+
+impl Prices {
+    /// `None` when the model names no price at all; an unnamed price of a priced model is 0.
+    pub fn of(model: &ModelConfig) -> Option<Self> {
+        if model.prices().iter().all(|(_, p)| p.is_none()) {
+            return None;
+        }
+        Some(Self {
+            input: model.input_price.unwrap_or(0.0),
+            cached_input: model.cached_input_price.unwrap_or(0.0),
+            cache_write: model.cache_write_price.unwrap_or(0.0),
+            output: model.output_price.unwrap_or(0.0),
+        })
+    }
+
+    /// (input − cached − cache write) × input + cached × cached + cache write × cache write +
+    /// output × output, per million tokens.
+    pub fn cost(&self, input: i64, cached: i64, cache_write: i64, output: i64) -> f64 {
+        let uncached = (input - cached - cache_write).max(0);
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "token counts are far below 2^52"
+        )]
+        let total = uncached as f64 * self.input
+            + cached as f64 * self.cached_input
+            + cache_write as f64 * self.cache_write
+            + output as f64 * self.output;
+        total / 1_000_000.0
+    }
+}
+
+/// The prices of every configured model, by name.
+#[derive(Debug, Clone, Default)]
+pub struct PriceList(HashMap<String, Prices>);
+
+impl PriceList {
+    pub fn from_models(models: &[ModelConfig]) -> Self {
+        Self(
+            models
+                .iter()
+                .filter_map(|m| Some((m.name.clone(), Prices::of(m)?)))
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, model: &str) -> Option<&Prices> {
+        self.0.get(model)
+    }
+}
+
+/// What a leg knows of itself for its record, from admission to its end.
+#[derive(Debug, Clone)]
+pub struct LegFacts {
+    pub user_id: String,
+    pub request_id: String,
+    pub route: Route,
+    pub project_id: Option<String>,
+    pub arrived: Instant,
+    pub ttfb_ms: i64,
+}
+
+impl LegFacts {
+    /// The record of a leg that ended with `status` on `model`, having reported `usage` (none
+    /// when it failed or was cancelled before the provider's usage arrived).
+    pub fn record(
+        &self,
+        model: &str,
+        provider: &str,
+        status: &'static str,
+        usage: Option<&Usage>,
+        prices: Option<&Prices>,
+    ) -> LegRecord {
+        let n = |v: Option<u64>| v.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
+        let input = n(usage.map(|u| u.input_tokens));
+        let cached = n(usage.and_then(|u| u.cached_input_tokens));
+        let cache_write = n(usage.and_then(|u| u.cache_write_tokens));
+        let output = n(usage.map(|u| u.output_tokens));
+        LegRecord {
+            user_id: self.user_id.clone(),
+            request_id: self.request_id.clone(),
+            #[allow(clippy::cast_possible_truncation, reason = "Unix seconds fit i64")]
+            at: crate::clock::now() as i64,
+            route: self.route.as_str(),
+            model: model.to_owned(),
+            provider: provider.to_owned(),
+            project_id: self.project_id.clone(),
+            status,
+            input_tokens: input,
+            cached_input_tokens: cached,
+            cache_write_tokens: cache_write,
+            output_tokens: output,
+            reasoning_tokens: n(usage.and_then(|u| u.reasoning_tokens)),
+            ttfb_ms: self.ttfb_ms,
+            duration_ms: i64::try_from(self.arrived.elapsed().as_millis()).unwrap_or(i64::MAX),
+            cost_usd: prices.map(|p| p.cost(input, cached, cache_write, output)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_prices_uncached_cached_cache_writes_and_output_apart() {
+        let p = Prices {
+            input: 3.0,
+            cached_input: 0.3,
+            cache_write: 3.75,
+            output: 15.0,
+        };
+        // 1000 input of which 600 cached and 100 written: 300 uncached.
+        let cost = p.cost(1000, 600, 100, 200);
+        let expected = (300.0 * 3.0 + 600.0 * 0.3 + 100.0 * 3.75 + 200.0 * 15.0) / 1e6;
+        assert!((cost - expected).abs() < 1e-12, "{cost} vs {expected}");
+        let unpriced = ModelConfig::default();
+        assert_eq!(Prices::of(&unpriced), None);
+        let half = ModelConfig {
+            output_price: Some(2.0),
+            ..ModelConfig::default()
+        };
+        assert_eq!(Prices::of(&half).map(|p| p.input), Some(0.0));
+    }
+}
