@@ -5,6 +5,28 @@ use async_trait::async_trait;
 
 use super::StoreResult;
 
+/// The routes a record may name (`usage::Route::as_str`), so a stored one reads back as the
+/// same static string.
+pub const ROUTES: [&str; 4] = ["agent", "chat_completions", "messages", "responses"];
+
+/// A stored route as its static string (an unknown one, which only a hand-edited row could
+/// hold, as `agent`).
+pub fn route_of(stored: &str) -> &'static str {
+    ROUTES
+        .into_iter()
+        .find(|r| *r == stored)
+        .unwrap_or(ROUTES[0])
+}
+
+/// A stored status as its static string.
+pub fn status_of(stored: &str) -> &'static str {
+    match stored {
+        "ok" => "ok",
+        "cancelled" => "cancelled",
+        _ => "error",
+    }
+}
+
 /// One leg as the ledger keeps it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LegRecord {

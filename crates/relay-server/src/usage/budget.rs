@@ -7,7 +7,6 @@
 
 use relay_wire::ErrorCode;
 
-use crate::accounts::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::store::usage::{UsageStore, month_of};
 
@@ -57,12 +56,13 @@ pub async fn of(
 pub async fn check(
     store: &dyn UsageStore,
     default_budget: Option<i64>,
-    caller: &Caller,
+    user_id: Option<&str>,
 ) -> ApiResult<()> {
-    let Caller::User(user) = caller else {
+    // Open mode's `local` has no budget.
+    let Some(user_id) = user_id else {
         return Ok(());
     };
-    if of(store, default_budget, &user.id).await?.exhausted() {
+    if of(store, default_budget, user_id).await?.exhausted() {
         return Err(ApiError::new(
             ErrorCode::BudgetExceeded,
             "the account's monthly token budget is used up; ask an operator to raise it",

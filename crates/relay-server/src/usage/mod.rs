@@ -1,5 +1,6 @@
 //! The usage ledger: one record per leg that took a quota unit, priced from `[[models]]`, written
-//! in batches off the leg's path (`ledger`), and the endpoints that read it back (`api`).
+//! in batches off the leg's path (`ledger`), and the monthly token budgets (`budget`); the
+//! endpoints that read it back are `http::usage`.
 
 pub mod budget;
 pub mod ledger;
@@ -31,30 +32,6 @@ impl Route {
             Self::Messages => "messages",
             Self::Responses => "responses",
         }
-    }
-
-    /// The stored name read back as the same static string (an unknown one as `agent`, which
-    /// only a hand-edited row could hold).
-    pub fn name_of(stored: &str) -> &'static str {
-        [
-            Self::Agent,
-            Self::ChatCompletions,
-            Self::Messages,
-            Self::Responses,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == stored)
-        .unwrap_or_default()
-        .as_str()
-    }
-}
-
-/// A stored status read back as its static string.
-pub fn status_of(stored: &str) -> &'static str {
-    match stored {
-        "ok" => "ok",
-        "cancelled" => "cancelled",
-        _ => "error",
     }
 }
 
@@ -168,6 +145,22 @@ impl LegFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_route_reads_back_from_the_store_as_itself() {
+        for route in [
+            Route::Agent,
+            Route::ChatCompletions,
+            Route::Messages,
+            Route::Responses,
+        ] {
+            assert_eq!(
+                crate::store::usage::route_of(route.as_str()),
+                route.as_str()
+            );
+        }
+        assert_eq!(crate::store::usage::route_of("hand-edited"), "agent");
+    }
 
     #[test]
     fn cost_prices_uncached_cached_cache_writes_and_output_apart() {

@@ -113,7 +113,10 @@ pub async fn open_leg(
     crate::usage::budget::check(
         state.ledger().store().as_ref(),
         state.default_token_budget(),
-        caller,
+        match caller {
+            Caller::User(user) => Some(user.id.as_str()),
+            Caller::Local => None,
+        },
     )
     .await?;
     // Admission (a write) and the note lookup (reads) go to the store side by side: a leg waits
