@@ -14,8 +14,9 @@ use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use futures::StreamExt;
-use relay_wire::agent::AgentEvent;
+use relay_wire::agent::{AgentEvent, FinishReason, ToolCall, Usage};
 use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 
 use super::{Api, errors};
 use crate::error::ApiError;
@@ -65,6 +66,12 @@ pub trait Answer: Send + 'static {
     /// One event as the stream's wire chunks (possibly none). Non-streamed answers feed every event
     /// too and drop the chunks, so the encoder keeps whatever the whole answer needs.
     fn event(&mut self, event: AgentEvent) -> Vec<Bytes>;
+    /// One event of a non-streamed answer (fed in order up to the terminal one). By default the
+    /// event is encoded as for a stream and the chunks dropped; an answer built from the parts
+    /// (a `Collected`) keeps them here instead.
+    fn collect(&mut self, event: AgentEvent) {
+        self.event(event);
+    }
     /// The stream ended: chunks that close it if no terminal event came (the leg machinery always
     /// ends with one; this is the guard that a stream never ends without its terminal form).
     fn end(&mut self) -> Vec<Bytes>;
@@ -121,18 +128,18 @@ async fn run<D: Door>(
             .refunded_if_failed
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let mut events = opened.events;
-        let mut failed = false;
+        let mut finished = false;
         while let Some(event) = events.next().await {
             let terminal = event.is_terminal();
-            failed |= matches!(event, AgentEvent::Error { .. });
-            answer.event(event);
+            finished = terminal && !matches!(event, AgentEvent::Error { .. });
+            answer.collect(event);
             if terminal {
                 break;
             }
         }
         // The leg (and its usage record, which a refunded call does not leave) ends here.
         drop(events);
-        if failed {
+        if !finished {
             // The client gets an error and none of the output: the call cost nothing.
             opened.quota.refund().await;
         }
@@ -140,4 +147,101 @@ async fn run<D: Door>(
         answer.whole()?
     };
     Ok(super::with_receipt(response, &opened.note_ids))
+}
+
+/// What a non-streamed answer is made of, gathered from a leg's events: the text, the thinking
+/// blocks (in Anthropic's form, signatures included) and the terminal event.
+#[derive(Default)]
+pub struct Collected {
+    text: String,
+    thinking: Vec<Value>,
+    /// The thinking block being collected (text, signature); a signature closes it.
+    open: Option<(String, String)>,
+    terminal: Option<AgentEvent>,
+}
+
+/// How a whole answer ended.
+pub enum Ending {
+    Finished(FinishReason),
+    ToolCalls(Vec<ToolCall>),
+}
+
+/// A finished non-streamed answer.
+pub struct Whole {
+    pub text: String,
+    pub thinking: Vec<Value>,
+    pub ending: Ending,
+    pub usage: Usage,
+}
+
+impl Collected {
+    /// Adds one event; nothing after the terminal one counts.
+    pub fn add(&mut self, event: AgentEvent) {
+        if self.terminal.is_some() {
+            return;
+        }
+        match event {
+            AgentEvent::Text { text } => self.text.push_str(&text),
+            AgentEvent::Reasoning {
+                text,
+                signature,
+                redacted,
+            } => {
+                if let Some(data) = redacted {
+                    self.thinking
+                        .push(json!({"type": "redacted_thinking", "data": data}));
+                }
+                let block = self.open.get_or_insert_with(Default::default);
+                block.0.push_str(&text);
+                if let Some(signature) = signature {
+                    block.1 = signature;
+                    if let Some((t, s)) = self.open.take() {
+                        self.thinking
+                            .push(json!({"type": "thinking", "thinking": t, "signature": s}));
+                    }
+                }
+            }
+            e if e.is_terminal() => {
+                // A block the stream never signed is kept, unsigned.
+                if let Some((t, _)) = self.open.take().filter(|(t, _)| !t.is_empty()) {
+                    self.thinking
+                        .push(json!({"type": "thinking", "thinking": t, "signature": ""}));
+                }
+                self.terminal = Some(e);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the terminal event came.
+    pub fn ended(&self) -> bool {
+        self.terminal.is_some()
+    }
+
+    /// The answer, or the error the leg ended with (also when it ended without a finish).
+    pub fn whole(self) -> Result<Whole, ApiError> {
+        let (ending, usage) = match self.terminal {
+            Some(AgentEvent::Done {
+                finish_reason,
+                usage,
+            }) => (Ending::Finished(finish_reason), usage),
+            Some(AgentEvent::ToolCalls { calls, usage }) => (Ending::ToolCalls(calls), usage),
+            Some(AgentEvent::Error { error, message, .. }) => {
+                return Err(ApiError::new(error, message));
+            }
+            Some(_) => return Err(ApiError::internal("a leg ended on a non-terminal event")),
+            None => {
+                return Err(ApiError::new(
+                    relay_wire::ErrorCode::UpstreamError,
+                    "the answer ended without a finish",
+                ));
+            }
+        };
+        Ok(Whole {
+            text: self.text,
+            thinking: self.thinking,
+            ending,
+            usage,
+        })
+    }
 }

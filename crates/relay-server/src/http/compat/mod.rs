@@ -1,9 +1,10 @@
-//! The compatible endpoints: OpenAI Chat Completions, Anthropic Messages and the models list,
-//! so tools and SDKs that speak those APIs can point their base URL at Relay.
+//! The compatible endpoints: OpenAI Chat Completions and Responses, Anthropic Messages and the
+//! models list, so tools and SDKs that speak those APIs can point their base URL at Relay.
 //!
 //! Each request is translated into a leg (`agent::validate`) and run through the leg machinery
-//! (`agent::open_leg`: model routing with fallback, rate limit, quota, note injection); only the
-//! encoding of the answer and of the errors is each API's own.
+//! (`agent::open_leg`: model routing with fallback, rate limit, quota, note injection) by one
+//! sequence, `door::serve`; only the translation of the request and the encoding of the answer
+//! and of the errors are each API's own (a `door::Door`).
 
 pub mod anthropic;
 pub mod count_tokens;
@@ -18,10 +19,10 @@ use std::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use relay_wire::agent::{AgentEvent, AgentRequest};
+use relay_wire::agent::AgentRequest;
 use relay_wire::tools::ToolDef;
 
 use crate::accounts::Caller;
@@ -121,104 +122,6 @@ pub async fn open(
         .unwrap_or_default()
         .to_owned();
     agent::open_leg(state, caller, request_id, Some(model), leg, arrived).await
-}
-
-/// What a non-streamed answer is made of: the text, the thinking blocks (in Anthropic's form,
-/// signatures included), and the terminal event.
-pub struct Collected {
-    pub text: String,
-    pub thinking: Vec<serde_json::Value>,
-    pub terminal: AgentEvent,
-}
-
-/// Reads a leg to its terminal event.
-async fn collect(mut events: BoxStream<'static, AgentEvent>) -> Collected {
-    let mut text = String::new();
-    let mut thinking: Vec<serde_json::Value> = Vec::new();
-    // The block being collected; a signature closes it.
-    let mut open: Option<(String, String)> = None;
-    while let Some(event) = events.next().await {
-        match event {
-            AgentEvent::Text { text: piece } => text.push_str(&piece),
-            AgentEvent::Reasoning {
-                text: piece,
-                signature,
-                redacted,
-            } => {
-                if let Some(data) = redacted {
-                    thinking.push(serde_json::json!({"type": "redacted_thinking", "data": data}));
-                }
-                let block = open.get_or_insert_with(Default::default);
-                block.0.push_str(&piece);
-                if let Some(signature) = signature {
-                    block.1 = signature;
-                    if let Some((t, s)) = open.take() {
-                        thinking.push(
-                            serde_json::json!({"type": "thinking", "thinking": t, "signature": s}),
-                        );
-                    }
-                }
-            }
-            e if e.is_terminal() => {
-                if let Some((t, _)) = open.take().filter(|(t, _)| !t.is_empty()) {
-                    thinking.push(
-                        serde_json::json!({"type": "thinking", "thinking": t, "signature": ""}),
-                    );
-                }
-                return Collected {
-                    text,
-                    thinking,
-                    terminal: e,
-                };
-            }
-            _ => {}
-        }
-    }
-    Collected {
-        text,
-        thinking,
-        terminal: AgentEvent::Error {
-            error: relay_wire::ErrorCode::UpstreamError,
-            message: "the answer ended without a finish".into(),
-            retryable: true,
-        },
-    }
-}
-
-/// A compatible API's encoding of a leg's events.
-pub trait Encoder: Send + 'static {
-    /// The non-streamed answer.
-    type Complete: IntoResponse;
-    /// One event as the stream's wire chunks (possibly none).
-    fn encode(&mut self, event: AgentEvent) -> Vec<Bytes>;
-    /// The whole leg as one answer.
-    fn complete(&self, collected: Collected) -> Result<Self::Complete, ApiError>;
-}
-
-/// The opened leg as the API's answer, streamed or whole, with the notes receipt.
-pub async fn answer(
-    opened: Opened,
-    stream: bool,
-    mut encoder: impl Encoder,
-) -> Result<Response, ApiError> {
-    let response = if stream {
-        sse(opened
-            .events
-            .flat_map(move |e| futures::stream::iter(encoder.encode(e)))
-            .boxed())
-    } else {
-        opened
-            .refunded_if_failed
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        let collected = collect(opened.events).await;
-        if matches!(collected.terminal, AgentEvent::Error { .. }) {
-            // The client gets an error and none of the output: the call cost nothing (SDKs
-            // retry a 5xx, and each try would cost a unit otherwise).
-            opened.quota.refund().await;
-        }
-        encoder.complete(collected)?.into_response()
-    };
-    Ok(with_receipt(response, &opened.note_ids))
 }
 
 /// Adds the notes receipt to an answer.

@@ -1,12 +1,10 @@
 //! `POST /v1/chat/completions`: OpenAI's Chat Completions, streamed (SSE `data:` chunks ending
 //! with `[DONE]`) and not, answered by whichever model the leg machinery routes to.
 
-use std::time::Instant;
-
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use relay_wire::agent::{
     AgentEvent, AgentRequest, Content, FinishReason, Message, MessageRole, MessageToolCall,
     NestedToolCall, ToolCall, Usage,
@@ -16,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
+use super::door::{self, Answer, Collected, Door, Ending, Translated};
 use super::{Api, errors};
 use crate::error::ApiError;
 use crate::http::state::AppState;
@@ -171,29 +170,55 @@ pub async fn chat_completions(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    run(state, headers, body)
-        .await
-        .unwrap_or_else(|e| errors::respond(Api::OpenAi, e))
+    door::serve::<ChatCompletions>(state, headers, body).await
 }
 
-async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
-    let arrived = Instant::now();
-    let caller = super::caller(&state, &headers, Api::OpenAi).await?;
-    let request: ChatCompletionRequest = crate::http::extract::parse_json(&body)?;
-    let (leg_request, tools) = translate(&request)?;
-    let mut leg = super::leg(&leg_request, &tools, &headers)?;
-    leg.passthrough = super::passthrough(Family::ChatCompletions, &body, &headers)?;
-    leg.route = crate::usage::Route::ChatCompletions;
-    leg.stop = stop(request.stop.as_ref())?;
-    leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
-    let opened = super::open(&state, &caller, &headers, &request.model, leg, arrived).await?;
-    let writer = Writer {
-        id: format!("chatcmpl-{}", hex::encode(rand::random::<[u8; 12]>())),
-        created: super::now_secs(),
-        model: opened.model.clone(),
-        include_usage: request.stream_options.is_some_and(|o| o.include_usage),
-    };
-    super::answer(opened, request.stream, writer).await
+/// The Chat Completions door.
+pub struct ChatCompletions;
+
+/// What the answer needs from the request.
+pub struct Context {
+    /// `stream_options.include_usage`: a last chunk with the usage.
+    include_usage: bool,
+}
+
+impl Door for ChatCompletions {
+    const API: Api = Api::OpenAi;
+    type Request = ChatCompletionRequest;
+    type Context = Context;
+    type Answer = Writer;
+    const FAMILY: Family = Family::ChatCompletions;
+
+    fn translate(
+        request: ChatCompletionRequest,
+        headers: &HeaderMap,
+    ) -> Result<Translated<Context>, ApiError> {
+        let (leg_request, tools) = translate(&request)?;
+        let mut leg = super::leg(&leg_request, &tools, headers)?;
+        leg.route = crate::usage::Route::ChatCompletions;
+        leg.stop = stop(request.stop.as_ref())?;
+        leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
+        Ok(Translated {
+            leg,
+            model: request.model,
+            stream: request.stream,
+            same_family: true,
+            context: Context {
+                include_usage: request.stream_options.is_some_and(|o| o.include_usage),
+            },
+        })
+    }
+
+    fn answer(context: Context, model: String) -> Writer {
+        Writer {
+            id: format!("chatcmpl-{}", hex::encode(rand::random::<[u8; 12]>())),
+            created: super::now_secs(),
+            model,
+            include_usage: context.include_usage,
+            ended: false,
+            collected: Collected::default(),
+        }
+    }
 }
 
 /// The request as a leg, and the caller's tools.
@@ -335,11 +360,15 @@ fn nested(c: &ToolCall) -> NestedToolCall {
 }
 
 /// Encodes one answer's events as Chat Completions chunks or as one completion.
-struct Writer {
+pub struct Writer {
     id: String,
     created: i64,
     model: String,
     include_usage: bool,
+    /// Whether the stream's terminal chunks were written.
+    ended: bool,
+    /// The parts of a non-streamed answer.
+    collected: Collected,
 }
 
 impl Writer {
@@ -354,7 +383,7 @@ impl Writer {
     }
 
     /// The end of a stream: the finish chunk, the usage chunk when asked for, `[DONE]`.
-    fn end(&self, finish_reason: &str, usage: &Usage) -> Vec<Bytes> {
+    fn finish(&self, finish_reason: &str, usage: &Usage) -> Vec<Bytes> {
         let mut out = vec![self.chunk(json!({}), Some(finish_reason))];
         if self.include_usage {
             out.push(data(&json!({
@@ -371,10 +400,9 @@ impl Writer {
     }
 }
 
-impl super::Encoder for Writer {
-    type Complete = axum::Json<ChatCompletion>;
-
-    fn encode(&mut self, event: AgentEvent) -> Vec<Bytes> {
+impl Answer for Writer {
+    fn event(&mut self, event: AgentEvent) -> Vec<Bytes> {
+        self.ended |= event.is_terminal();
         match event {
             AgentEvent::Start { .. } => {
                 vec![self.chunk(json!({"role": "assistant", "content": ""}), None)]
@@ -390,7 +418,7 @@ impl super::Encoder for Writer {
             AgentEvent::Done {
                 finish_reason,
                 usage,
-            } => self.end(finish_name(finish_reason), &usage),
+            } => self.finish(finish_name(finish_reason), &usage),
             AgentEvent::ToolCalls { calls, usage } => {
                 // The first delta of each call carries its id and name, the next its arguments,
                 // as OpenAI streams them; parallel calls keep their indices.
@@ -406,7 +434,7 @@ impl super::Encoder for Writer {
                         None,
                     ));
                 }
-                out.extend(self.end("tool_calls", &usage));
+                out.extend(self.finish("tool_calls", &usage));
                 out
             }
             AgentEvent::Error { error, message, .. } => {
@@ -415,31 +443,36 @@ impl super::Encoder for Writer {
         }
     }
 
+    fn collect(&mut self, event: AgentEvent) {
+        self.collected.add(event);
+    }
+
+    fn end(&mut self) -> Vec<Bytes> {
+        if self.ended || self.collected.ended() {
+            return Vec::new();
+        }
+        self.ended = true;
+        let error = relay_wire::ErrorCode::UpstreamError;
+        vec![data(&errors::body(
+            Api::OpenAi,
+            error,
+            "the answer ended without a finish",
+        ))]
+    }
+
     /// The non-streamed answer; a failure after the first output is an error answer.
-    fn complete(
-        &self,
-        collected: super::Collected,
-    ) -> Result<axum::Json<ChatCompletion>, ApiError> {
-        let (finish_reason, tool_calls, usage) = match collected.terminal {
-            AgentEvent::Done {
-                finish_reason,
-                usage,
-            } => (finish_name(finish_reason), Vec::new(), usage),
-            AgentEvent::ToolCalls { calls, usage } => {
-                ("tool_calls", calls.iter().map(nested).collect(), usage)
-            }
-            AgentEvent::Error { error, message, .. } => {
-                return Err(ApiError::new(error, message));
-            }
-            _ => return Err(ApiError::internal("a leg ended on a non-terminal event")),
+    fn whole(self) -> Result<Response, ApiError> {
+        let whole = self.collected.whole()?;
+        let (finish_reason, tool_calls) = match &whole.ending {
+            Ending::Finished(reason) => (finish_name(*reason), Vec::new()),
+            Ending::ToolCalls(calls) => ("tool_calls", calls.iter().map(nested).collect()),
         };
-        let content =
-            (!collected.text.is_empty() || tool_calls.is_empty()).then_some(collected.text);
+        let content = (!whole.text.is_empty() || tool_calls.is_empty()).then_some(whole.text);
         Ok(axum::Json(ChatCompletion {
-            id: self.id.clone(),
+            id: self.id,
             object: "chat.completion",
             created: self.created,
-            model: self.model.clone(),
+            model: self.model,
             choices: vec![Choice {
                 index: 0,
                 message: AssistantMessage {
@@ -450,8 +483,9 @@ impl super::Encoder for Writer {
                 finish_reason,
                 logprobs: None,
             }],
-            usage: usage_of(&usage),
-        }))
+            usage: usage_of(&whole.usage),
+        })
+        .into_response())
     }
 }
 

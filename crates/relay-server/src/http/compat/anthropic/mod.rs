@@ -1,27 +1,30 @@
 //! `POST /v1/messages`: Anthropic's Messages API, streamed (`message_start`, content blocks,
 //! `message_delta`, `message_stop`, `ping`) and not, answered by whichever model the leg
 //! machinery routes to.
+//!
+//! This file reads the request; `stream.rs` encodes the answer.
 
-use std::time::Instant;
+mod stream;
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use relay_wire::agent::{
-    AgentEvent, AgentRequest, Content, FinishReason, Message, MessageRole, MessageToolCall,
-    ToolCall, Usage,
+    AgentRequest, Content, Message, MessageRole, MessageToolCall, ToolCall, Usage,
 };
 use relay_wire::tools::ToolDef;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
-use super::{Api, errors};
+use super::Api;
+use super::door::{self, Door, Translated};
 use crate::error::ApiError;
 use crate::http::state::AppState;
 use crate::providers::ToolChoice;
 use crate::providers::passthrough::Family;
+pub use stream::Writer;
 
 /// A Messages request. Fields Relay does not own (`thinking`, `metadata`, `top_k`, `cache_control`,
 /// signed thinking blocks...) reach an `anthropic` provider unchanged.
@@ -146,29 +149,40 @@ pub struct AnthropicErrorBody {
         (status = 503, description = "No provider could be reached", body = AnthropicErrorBody),
     ))]
 pub async fn messages(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    run(state, headers, body)
-        .await
-        .unwrap_or_else(|e| errors::respond(Api::Anthropic, e))
+    door::serve::<Messages>(state, headers, body).await
 }
 
-async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
-    let arrived = Instant::now();
-    let caller = super::caller(&state, &headers, Api::Anthropic).await?;
-    let request: MessagesRequest = crate::http::extract::parse_json(&body)?;
-    let (leg_request, tools) = translate(&request)?;
-    let mut leg = super::leg(&leg_request, &tools, &headers)?;
-    leg.passthrough = super::passthrough(Family::Messages, &body, &headers)?;
-    leg.route = crate::usage::Route::Messages;
-    leg.stop = request.stop_sequences.clone().unwrap_or_default();
-    leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
-    let opened = super::open(&state, &caller, &headers, &request.model, leg, arrived).await?;
-    let writer = Writer {
-        id: format!("msg_{}", hex::encode(rand::random::<[u8; 12]>())),
-        model: opened.model.clone(),
-        blocks: 0,
-        open: None,
-    };
-    super::answer(opened, request.stream, writer).await
+/// The Messages door.
+pub struct Messages;
+
+impl Door for Messages {
+    const API: Api = Api::Anthropic;
+    type Request = MessagesRequest;
+    type Context = ();
+    type Answer = Writer;
+    const FAMILY: Family = Family::Messages;
+
+    fn translate(
+        request: MessagesRequest,
+        headers: &HeaderMap,
+    ) -> Result<Translated<()>, ApiError> {
+        let (leg_request, tools) = translate(&request)?;
+        let mut leg = super::leg(&leg_request, &tools, headers)?;
+        leg.route = crate::usage::Route::Messages;
+        leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
+        leg.stop = request.stop_sequences.unwrap_or_default();
+        Ok(Translated {
+            leg,
+            model: request.model,
+            stream: request.stream,
+            same_family: true,
+            context: (),
+        })
+    }
+
+    fn answer((): (), model: String) -> Writer {
+        Writer::new(model)
+    }
 }
 
 fn bad(at: String, what: &str) -> ApiError {
@@ -301,205 +315,4 @@ fn message(role: MessageRole, text: Option<String>) -> Message {
         tool_calls: None,
         tool_call_id: None,
     }
-}
-
-fn stop_reason(reason: FinishReason) -> &'static str {
-    match reason {
-        FinishReason::Stop => "end_turn",
-        FinishReason::Length => "max_tokens",
-        FinishReason::ContentFilter => "refusal",
-    }
-}
-
-fn tool_use(c: &ToolCall) -> Value {
-    let input: Value = serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!({}));
-    json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input})
-}
-
-/// Encodes one answer's events as Messages stream events or as one message.
-struct Writer {
-    id: String,
-    model: String,
-    /// Content blocks started so far (the next block's index).
-    blocks: usize,
-    /// The block being streamed: `text` or `thinking`.
-    open: Option<&'static str>,
-}
-
-impl Writer {
-    fn close(&mut self, out: &mut Vec<Bytes>) {
-        if self.open.take().is_some() {
-            out.push(event(
-                "content_block_stop",
-                &json!({"type": "content_block_stop", "index": self.blocks - 1}),
-            ));
-        }
-    }
-
-    /// Opens a block of `kind` unless one is open already.
-    fn open(&mut self, out: &mut Vec<Bytes>, kind: &'static str, start: Value) {
-        if self.open == Some(kind) {
-            return;
-        }
-        self.close(out);
-        self.open = Some(kind);
-        self.blocks += 1;
-        out.push(event(
-            "content_block_start",
-            &json!({"type": "content_block_start", "index": self.blocks - 1, "content_block": start}),
-        ));
-    }
-
-    fn delta(&self, delta: Value) -> Bytes {
-        event(
-            "content_block_delta",
-            &json!({"type": "content_block_delta", "index": self.blocks - 1, "delta": delta}),
-        )
-    }
-
-    /// Thinking as Anthropic streams it: text deltas, then the signature that closes the block;
-    /// an encrypted block whole.
-    fn reasoning(
-        &mut self,
-        out: &mut Vec<Bytes>,
-        text: String,
-        signature: Option<String>,
-        redacted: Option<String>,
-    ) {
-        if let Some(data) = redacted {
-            self.open(
-                out,
-                "redacted_thinking",
-                json!({"type": "redacted_thinking", "data": data}),
-            );
-            self.close(out);
-            return;
-        }
-        if !text.is_empty() {
-            self.open(
-                out,
-                "thinking",
-                json!({"type": "thinking", "thinking": "", "signature": ""}),
-            );
-            out.push(self.delta(json!({"type": "thinking_delta", "thinking": text})));
-        }
-        if let Some(signature) = signature {
-            self.open(
-                out,
-                "thinking",
-                json!({"type": "thinking", "thinking": "", "signature": ""}),
-            );
-            out.push(self.delta(json!({"type": "signature_delta", "signature": signature})));
-            self.close(out);
-        }
-    }
-
-    fn end(&mut self, out: &mut Vec<Bytes>, reason: &str, usage: &Usage) {
-        self.close(out);
-        out.push(event(
-            "message_delta",
-            &json!({"type": "message_delta",
-                "delta": {"stop_reason": reason, "stop_sequence": null},
-                "usage": MessageUsage::of(usage)}),
-        ));
-        out.push(event("message_stop", &json!({"type": "message_stop"})));
-    }
-}
-
-impl super::Encoder for Writer {
-    type Complete = axum::Json<MessageOut>;
-
-    fn encode(&mut self, e: AgentEvent) -> Vec<Bytes> {
-        let mut out = Vec::new();
-        match e {
-            AgentEvent::Start { .. } => out.push(event(
-                "message_start",
-                &json!({"type": "message_start", "message": {
-                    "id": self.id, "type": "message", "role": "assistant", "model": self.model,
-                    "content": [], "stop_reason": null, "stop_sequence": null,
-                    "usage": {"input_tokens": 0, "output_tokens": 0}}}),
-            )),
-            AgentEvent::Text { text } => {
-                self.open(&mut out, "text", json!({"type": "text", "text": ""}));
-                out.push(self.delta(json!({"type": "text_delta", "text": text})));
-            }
-            AgentEvent::Reasoning {
-                text,
-                signature,
-                redacted,
-            } => self.reasoning(&mut out, text, signature, redacted),
-            AgentEvent::Ping => out.push(event("ping", &json!({"type": "ping"}))),
-            AgentEvent::Done {
-                finish_reason,
-                usage,
-            } => self.end(&mut out, stop_reason(finish_reason), &usage),
-            AgentEvent::ToolCalls { calls, usage } => {
-                self.close(&mut out);
-                for c in &calls {
-                    let index = self.blocks;
-                    self.blocks += 1;
-                    out.push(event(
-                        "content_block_start",
-                        &json!({"type": "content_block_start", "index": index,
-                            "content_block": {"type": "tool_use", "id": c.id, "name": c.name, "input": {}}}),
-                    ));
-                    out.push(event(
-                        "content_block_delta",
-                        &json!({"type": "content_block_delta", "index": index,
-                            "delta": {"type": "input_json_delta", "partial_json": c.arguments}}),
-                    ));
-                    out.push(event(
-                        "content_block_stop",
-                        &json!({"type": "content_block_stop", "index": index}),
-                    ));
-                }
-                self.end(&mut out, "tool_use", &usage);
-            }
-            AgentEvent::Error { error, message, .. } => out.push(event(
-                "error",
-                &errors::body(Api::Anthropic, error, &message),
-            )),
-        }
-        out
-    }
-
-    /// The non-streamed answer; a failure after the first output is an error answer.
-    fn complete(&self, collected: super::Collected) -> Result<axum::Json<MessageOut>, ApiError> {
-        let mut content = collected.thinking;
-        if !collected.text.is_empty() {
-            content.push(json!({"type": "text", "text": collected.text}));
-        }
-        let (reason, usage) = match collected.terminal {
-            AgentEvent::Done {
-                finish_reason,
-                usage,
-            } => (stop_reason(finish_reason), usage),
-            AgentEvent::ToolCalls { calls, usage } => {
-                content.extend(calls.iter().map(tool_use));
-                ("tool_use", usage)
-            }
-            AgentEvent::Error { error, message, .. } => {
-                return Err(ApiError::new(error, message));
-            }
-            _ => return Err(ApiError::internal("a leg ended on a non-terminal event")),
-        };
-        Ok(axum::Json(MessageOut {
-            id: self.id.clone(),
-            kind: "message",
-            role: "assistant",
-            model: self.model.clone(),
-            content,
-            stop_reason: reason,
-            stop_sequence: None,
-            usage: MessageUsage::of(&usage),
-        }))
-    }
-}
-
-/// `event: name\ndata: {json}\n\n`.
-fn event(name: &str, value: &Value) -> Bytes {
-    let mut out = format!("event: {name}\ndata: ").into_bytes();
-    out.extend(serde_json::to_vec(value).unwrap_or_default());
-    out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
 }
