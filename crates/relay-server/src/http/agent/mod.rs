@@ -6,6 +6,7 @@
 
 mod calls;
 mod inject;
+mod open;
 mod quota;
 mod request;
 mod stream;
@@ -21,9 +22,9 @@ use serde::Deserialize;
 use tracing::Instrument;
 use utoipa::IntoParams;
 
+pub use open::Opened;
 pub use quota::Quota;
 pub use request::{ValidLeg, project_from, project_of, validate};
-pub use stream::Opened;
 
 use crate::accounts::Caller;
 use crate::domain::ProjectId;
@@ -129,7 +130,7 @@ pub async fn open_leg(
     ));
     let (quota, injected) = tokio::join!(admission, lookup);
     let quota = quota?;
-    stream::open(
+    open::open(
         state.clone(),
         caller.user_id(),
         request_id,
