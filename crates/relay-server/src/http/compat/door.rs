@@ -61,20 +61,17 @@ pub trait Door {
     fn answer(context: Self::Context, model: String) -> Self::Answer;
 }
 
-/// The encoding of one leg's events, fed in order; the same encoder serves both answer forms.
+/// The encoding of one leg's events, fed in order up to exactly one terminal event (`serve` makes
+/// one up when a leg ends without it); the same encoder serves both answer forms.
 pub trait Answer: Send + 'static {
-    /// One event as the stream's wire chunks (possibly none). Non-streamed answers feed every event
-    /// too and drop the chunks, so the encoder keeps whatever the whole answer needs.
+    /// One event of a streamed answer as its wire chunks (possibly none).
     fn event(&mut self, event: AgentEvent) -> Vec<Bytes>;
-    /// One event of a non-streamed answer (fed in order up to the terminal one). By default the
-    /// event is encoded as for a stream and the chunks dropped; an answer built from the parts
-    /// (a `Collected`) keeps them here instead.
+    /// One event of a non-streamed answer. By default it is encoded as for a stream and the chunks
+    /// dropped (the encoder keeps what the whole answer needs); an answer built from the parts
+    /// (a `Collected`) keeps them here instead, without encoding chunks no one reads.
     fn collect(&mut self, event: AgentEvent) {
         self.event(event);
     }
-    /// The stream ended: chunks that close it if no terminal event came (the leg machinery always
-    /// ends with one; this is the guard that a stream never ends without its terminal form).
-    fn end(&mut self) -> Vec<Bytes>;
     /// The whole answer once every event was fed; a leg that failed is an error answer.
     fn whole(self) -> Result<Response, ApiError>;
 }
@@ -113,12 +110,17 @@ async fn run<D: Door>(
             .events
             .map(Some)
             .chain(futures::stream::once(async { None }));
+        let mut ended = false;
         super::sse(
             events
                 .flat_map(move |e| {
                     futures::stream::iter(match e {
-                        Some(event) => answer.event(event),
-                        None => answer.end(),
+                        _ if ended => Vec::new(),
+                        Some(event) => {
+                            ended = event.is_terminal();
+                            answer.event(event)
+                        }
+                        None => answer.event(unfinished()),
                     })
                 })
                 .boxed(),
@@ -128,25 +130,36 @@ async fn run<D: Door>(
             .refunded_if_failed
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let mut events = opened.events;
-        let mut finished = false;
+        let mut terminal = None;
         while let Some(event) = events.next().await {
-            let terminal = event.is_terminal();
-            finished = terminal && !matches!(event, AgentEvent::Error { .. });
-            answer.collect(event);
-            if terminal {
+            if event.is_terminal() {
+                terminal = Some(event);
                 break;
             }
+            answer.collect(event);
         }
         // The leg (and its usage record, which a refunded call does not leave) ends here.
         drop(events);
-        if !finished {
-            // The client gets an error and none of the output: the call cost nothing.
+        let terminal = terminal.unwrap_or_else(unfinished);
+        if matches!(terminal, AgentEvent::Error { .. }) {
+            // The client gets an error and none of the output: the call cost nothing (SDKs
+            // retry a 5xx, and each try would cost a unit otherwise).
             opened.quota.refund().await;
         }
-        answer.end();
+        answer.collect(terminal);
         answer.whole()?
     };
     Ok(super::with_receipt(response, &opened.note_ids))
+}
+
+/// The terminal event of a leg that ended without one (the leg machinery always sends one; this
+/// is the guard that no answer ends without its terminal form).
+fn unfinished() -> AgentEvent {
+    AgentEvent::Error {
+        error: relay_wire::ErrorCode::UpstreamError,
+        message: "the answer ended without a finish".into(),
+        retryable: true,
+    }
 }
 
 /// What a non-streamed answer is made of, gathered from a leg's events: the text, the thinking
@@ -213,12 +226,7 @@ impl Collected {
         }
     }
 
-    /// Whether the terminal event came.
-    pub fn ended(&self) -> bool {
-        self.terminal.is_some()
-    }
-
-    /// The answer, or the error the leg ended with (also when it ended without a finish).
+    /// The answer, or the error the leg ended with.
     pub fn whole(self) -> Result<Whole, ApiError> {
         let (ending, usage) = match self.terminal {
             Some(AgentEvent::Done {
@@ -229,12 +237,8 @@ impl Collected {
             Some(AgentEvent::Error { error, message, .. }) => {
                 return Err(ApiError::new(error, message));
             }
-            Some(_) => return Err(ApiError::internal("a leg ended on a non-terminal event")),
-            None => {
-                return Err(ApiError::new(
-                    relay_wire::ErrorCode::UpstreamError,
-                    "the answer ended without a finish",
-                ));
+            Some(_) | None => {
+                return Err(ApiError::internal("a leg ended on a non-terminal event"));
             }
         };
         Ok(Whole {

@@ -215,7 +215,6 @@ impl Door for ChatCompletions {
             created: super::now_secs(),
             model,
             include_usage: context.include_usage,
-            ended: false,
             collected: Collected::default(),
         }
     }
@@ -365,8 +364,6 @@ pub struct Writer {
     created: i64,
     model: String,
     include_usage: bool,
-    /// Whether the stream's terminal chunks were written.
-    ended: bool,
     /// The parts of a non-streamed answer.
     collected: Collected,
 }
@@ -402,7 +399,6 @@ impl Writer {
 
 impl Answer for Writer {
     fn event(&mut self, event: AgentEvent) -> Vec<Bytes> {
-        self.ended |= event.is_terminal();
         match event {
             AgentEvent::Start { .. } => {
                 vec![self.chunk(json!({"role": "assistant", "content": ""}), None)]
@@ -445,19 +441,6 @@ impl Answer for Writer {
 
     fn collect(&mut self, event: AgentEvent) {
         self.collected.add(event);
-    }
-
-    fn end(&mut self) -> Vec<Bytes> {
-        if self.ended || self.collected.ended() {
-            return Vec::new();
-        }
-        self.ended = true;
-        let error = relay_wire::ErrorCode::UpstreamError;
-        vec![data(&errors::body(
-            Api::OpenAi,
-            error,
-            "the answer ended without a finish",
-        ))]
     }
 
     /// The non-streamed answer; a failure after the first output is an error answer.

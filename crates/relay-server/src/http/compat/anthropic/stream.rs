@@ -33,8 +33,6 @@ pub struct Writer {
     blocks: usize,
     /// The block being streamed: `text` or `thinking`.
     open: Option<&'static str>,
-    /// Whether the stream's terminal events were written.
-    ended: bool,
     /// The parts of a non-streamed answer.
     collected: Collected,
 }
@@ -47,7 +45,6 @@ impl Writer {
             model,
             blocks: 0,
             open: None,
-            ended: false,
             collected: Collected::default(),
         }
     }
@@ -134,7 +131,6 @@ impl Writer {
 impl Answer for Writer {
     fn event(&mut self, e: AgentEvent) -> Vec<Bytes> {
         let mut out = Vec::new();
-        self.ended |= e.is_terminal();
         match e {
             AgentEvent::Start { .. } => out.push(event(
                 "message_start",
@@ -189,16 +185,6 @@ impl Answer for Writer {
 
     fn collect(&mut self, event: AgentEvent) {
         self.collected.add(event);
-    }
-
-    fn end(&mut self) -> Vec<Bytes> {
-        if self.ended || self.collected.ended() {
-            return Vec::new();
-        }
-        self.ended = true;
-        let error = relay_wire::ErrorCode::UpstreamError;
-        let body = errors::body(Api::Anthropic, error, "the answer ended without a finish");
-        vec![event("error", &body)]
     }
 
     /// The non-streamed answer; a failure after the first output is an error answer.

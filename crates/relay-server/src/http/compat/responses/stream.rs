@@ -339,18 +339,6 @@ impl Answer for Writer {
         out
     }
 
-    fn end(&mut self) -> Vec<Bytes> {
-        let mut out = Vec::new();
-        if self.terminal.is_none() {
-            let error = ApiError::new(
-                relay_wire::ErrorCode::UpstreamError,
-                "the answer ended without a finish",
-            );
-            self.fail(&mut out, error);
-        }
-        out
-    }
-
     fn whole(self) -> Result<Response, ApiError> {
         match self.terminal {
             Some(Ok(response)) => Ok(axum::Json(response).into_response()),
