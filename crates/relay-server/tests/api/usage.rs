@@ -463,6 +463,27 @@ async fn closing_the_ledger_writes_the_batch_it_was_gathering() {
     assert_eq!(page["items"][0]["input_tokens"], 33);
 }
 
+#[tokio::test]
+async fn with_the_ledger_off_a_leg_leaves_no_record_but_its_cost_is_counted() {
+    let fake = FakeUpstream::start().await;
+    let app = TestApp::spawn_with(|dir| {
+        let mut c = priced(open_config(dir), &fake);
+        c.usage.ledger = false;
+        c
+    })
+    .await;
+    fake.push("up-1", reply(40, 0, 4));
+    assert_eq!(app.leg(None, &user_says("hi")).await.0, StatusCode::OK);
+    // The leg has ended and priced itself: 40 × 2 + 4 × 10 per million tokens.
+    wait_for_metric(&app, "relay_cost_usd_total{model=\"m1\"} 0.00012").await;
+    // Closing writes whatever was queued (as with the ledger on): nothing was.
+    app.state.ledger().close().await;
+    let page = body(app.get("/v1/usage/legs", None).await).await;
+    assert_eq!(page["items"], json!([]));
+    let usage = body(app.get("/v1/usage?group_by=model", None).await).await;
+    assert_eq!(usage["totals"]["legs"], 0, "{usage}");
+}
+
 async fn wait_for_metric(app: &TestApp, needle: &str) {
     let wait = async {
         while !app
