@@ -172,12 +172,17 @@ fn real_main() -> Result<ExitCode> {
             exe.display()
         ),
     };
+    // The single-stage subcommands use the built-in generator when oha is missing, and never LiteLLM.
+    let one_stage = matches!(
+        cli.command,
+        Some(Command::Cache | Command::Ledger { .. } | Command::UsageQuery { .. })
+    );
     let oha = match cli.oha.clone().or_else(|| which("oha")) {
         Some(o) => Some(o),
-        None if cli.smoke => None,
+        None if cli.smoke || one_stage => None,
         None => bail!("oha is not installed: `cargo install oha --locked` (bench/run.sh does it)"),
     };
-    let litellm = if cli.smoke || cli.no_litellm {
+    let litellm = if cli.smoke || cli.no_litellm || one_stage {
         None
     } else {
         let bin = cli

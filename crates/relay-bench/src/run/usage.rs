@@ -147,42 +147,54 @@ fn open_config(dir: &Path) -> Result<PathBuf> {
 }
 
 /// Fills `records` ledger records of the open-mode account (`local`) over the last 90 days, four
-/// models and five projects (one of them none), in one transaction of one SQL statement.
-async fn fill(db: &Path, records: u64) -> Result<()> {
-    use sqlx::ConnectOptions as _;
-    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(db)
-        .connect()
-        .await
-        .context("cannot open the usage store")?;
+/// models and five projects (one of them none), through the store's own batch insert (which also
+/// keeps the month counts and the daily roll-up), 10,000 records per transaction.
+async fn fill(config: &Path, records: u64) -> Result<()> {
+    use relay_server::store::usage::LegRecord;
+    let config = relay_server::Config::load(Some(config), &relay_server::config::ProcessEnv)?;
+    let stores = relay_server::store::Stores::open(&config).await?;
+    let store = stores.memory.usage.clone();
     #[allow(clippy::cast_possible_wrap, reason = "Unix seconds fit i64")]
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs() as i64;
     let span = 90 * 86_400_i64;
     let n = i64::try_from(records)?;
-    let mut tx = sqlx::Connection::begin(&mut conn).await?;
-    sqlx::query(
-        "WITH RECURSIVE seq(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM seq WHERE n + 1 < ?1)
-         INSERT INTO usage_legs (user_id, request_id, at, day, route, model, provider, project_id,
-             status, input_tokens, cached_input_tokens, cache_write_tokens, output_tokens,
-             reasoning_tokens, ttfb_ms, duration_ms, cost_usd)
-         SELECT 'local', 'bench-' || n, ?2 - n * ?3 / ?1, (?2 - n * ?3 / ?1) / 86400, 'agent',
-             'model-' || (n % 4), 'mock', CASE n % 5 WHEN 0 THEN NULL ELSE 'project-' || (n % 5) END,
-             'ok', 1000 + n % 3000, n % 800, 0, 50 + n % 400, 0, 40, 900, 0.001 * (n % 7)
-         FROM seq",
-    )
-    .bind(n)
-    .bind(now)
-    .bind(span)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
+    let models = ["model-0", "model-1", "model-2", "model-3"];
+    let mut batch = Vec::with_capacity(10_000);
+    for i in 0..n {
+        let k = usize::try_from(i % 20).unwrap_or(0);
+        batch.push(LegRecord {
+            user_id: "local".into(),
+            request_id: format!("bench-{i}"),
+            at: now - i * span / n,
+            route: "agent",
+            model: models[k % 4].into(),
+            provider: "mock".into(),
+            project_id: (k % 5 != 0).then(|| format!("project-{}", k % 5)),
+            status: "ok",
+            input_tokens: 1_000 + i % 3_000,
+            cached_input_tokens: i % 800,
+            cache_write_tokens: 0,
+            output_tokens: 50 + i % 400,
+            reasoning_tokens: 0,
+            ttfb_ms: 40,
+            duration_ms: 900,
+            #[allow(clippy::cast_precision_loss, reason = "a small integer")]
+            cost_usd: Some(0.001 * (i % 7) as f64),
+        });
+        if batch.len() == 10_000 || i == n - 1 {
+            store
+                .insert_legs(&batch)
+                .await
+                .context("cannot write usage records")?;
+            batch.clear();
+        }
+    }
     Ok(())
 }
 
-/// A fresh store (Relay creates its schema, then stops), filled with `records` records; Relay
-/// started on it again; `calls` calls of `GET /v1/usage` per `group_by`, one at a time.
+/// A fresh store, filled with `records` records; Relay started on it; `calls` calls of `GET /v1/usage` per `group_by`, one at a time.
 pub async fn usage_query(
     opts: &Options,
     dir: &Path,
@@ -193,10 +205,8 @@ pub async fn usage_query(
     let sub = dir.join("usage-query");
     std::fs::create_dir_all(&sub)?;
     let config = open_config(&sub)?;
-    let relay = start_relay(opts, &config, &sub, &http, 70).await?;
-    relay.stop().await?;
     let started = Instant::now();
-    fill(&sub.join("usage.db"), records).await?;
+    fill(&config, records).await?;
     let mut figures = UsageQueryFigures {
         records,
         fill_secs: started.elapsed().as_secs_f64(),

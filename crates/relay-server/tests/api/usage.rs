@@ -362,6 +362,15 @@ async fn records_past_the_retention_are_pruned() {
     let items = page["items"].as_array().unwrap();
     assert_eq!(items.len(), 1);
     assert_eq!(items[0]["input_tokens"], 7, "the 9-day-old record stays");
+    // The sums (read from the daily roll-up) lose the pruned record too.
+    let from = relay_server::store::usage::civil_from_days(now.div_euclid(86_400) - 20);
+    let from = format!("{:04}-{:02}-{:02}", from.0, from.1, from.2);
+    let usage = body(app.get(&format!("/v1/usage?from={from}"), None).await).await;
+    assert_eq!(
+        (&usage["totals"]["legs"], &usage["totals"]["input_tokens"]),
+        (&json!(1), &json!(7)),
+        "{usage}"
+    );
 }
 
 #[tokio::test]
