@@ -14,6 +14,23 @@ pub const LEDGER_TARGET: f64 = 1.10;
 pub const USAGE_P99_TARGET_MS: f64 = 100.0;
 
 impl Report {
+    /// The stages of these rows that produced no numbers.
+    pub(super) fn issue_32_35_missing(&self, missing: &mut Vec<&'static str>) {
+        if self.cache.is_empty() || self.cache.iter().any(|c| c.direct.read == 0) {
+            missing.push("prompt cache");
+        }
+        if self
+            .ledger
+            .as_ref()
+            .is_none_or(|l| l.on.rounds.is_empty() || l.off.rounds.is_empty())
+        {
+            missing.push("usage ledger on/off");
+        }
+        if self.usage_query.as_ref().is_none_or(|u| u.by.is_empty()) {
+            missing.push("usage query");
+        }
+    }
+
     pub(super) fn cache_rows(&self, t: &mut Table) {
         for c in &self.cache {
             let what = format!(

@@ -177,19 +177,7 @@ impl Report {
         if self.notes_per_leg == 0 {
             missing.push("notes injected into legs");
         }
-        if self.cache.is_empty() || self.cache.iter().any(|c| c.direct.read == 0) {
-            missing.push("prompt cache");
-        }
-        if self
-            .ledger
-            .as_ref()
-            .is_none_or(|l| l.on.rounds.is_empty() || l.off.rounds.is_empty())
-        {
-            missing.push("usage ledger on/off");
-        }
-        if self.usage_query.as_ref().is_none_or(|u| u.by.is_empty()) {
-            missing.push("usage query");
-        }
+        self.issue_32_35_missing(&mut missing);
         missing
     }
 
