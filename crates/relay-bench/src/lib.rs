@@ -2,6 +2,7 @@
 //! a load generator, LiteLLM) and returns a `Report`; the `relay-bench` binary and the smoke test
 //! both call it.
 
+pub mod cache_mock;
 pub mod child;
 pub mod data;
 pub mod floor;

@@ -74,6 +74,24 @@ enum Command {
         #[arg(long, default_value_t = 10_000)]
         count: usize,
     },
+    /// Only the prompt-cache rows: 20-leg tool sessions per door, direct and through Relay.
+    Cache,
+    /// Only the usage ledger on/off rows: CPU per leg at `--rate`, alternating `--rounds` times.
+    Ledger {
+        #[arg(long, default_value_t = 1000)]
+        rate: u32,
+        #[arg(long, default_value_t = 10)]
+        secs: u64,
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
+    },
+    /// Only the `GET /v1/usage` row: a fresh store filled with `--records` records.
+    UsageQuery {
+        #[arg(long, default_value_t = 1_000_000)]
+        records: u64,
+        #[arg(long, default_value_t = 200)]
+        calls: usize,
+    },
     /// Start mock and Relay and run legs at a fixed rate, optionally under `perf record`.
     Profile {
         #[arg(long, default_value_t = 1000)]
@@ -154,12 +172,17 @@ fn real_main() -> Result<ExitCode> {
             exe.display()
         ),
     };
+    // The single-stage subcommands use the built-in generator when oha is missing, and never LiteLLM.
+    let one_stage = matches!(
+        cli.command,
+        Some(Command::Cache | Command::Ledger { .. } | Command::UsageQuery { .. })
+    );
     let oha = match cli.oha.clone().or_else(|| which("oha")) {
         Some(o) => Some(o),
-        None if cli.smoke => None,
+        None if cli.smoke || one_stage => None,
         None => bail!("oha is not installed: `cargo install oha --locked` (bench/run.sh does it)"),
     };
-    let litellm = if cli.smoke || cli.no_litellm {
+    let litellm = if cli.smoke || cli.no_litellm || one_stage {
         None
     } else {
         let bin = cli
@@ -223,6 +246,25 @@ fn real_main() -> Result<ExitCode> {
         ))?;
         return Ok(ExitCode::SUCCESS);
     }
+    match cli.command {
+        Some(Command::Cache) => {
+            return json_out(&runtime.block_on(relay_bench::run::cache_only(&opts))?);
+        }
+        Some(Command::Ledger { rate, secs, rounds }) => {
+            return json_out(&runtime.block_on(relay_bench::run::ledger_only(
+                &opts,
+                rate,
+                Duration::from_secs(secs),
+                rounds,
+            ))?);
+        }
+        Some(Command::UsageQuery { records, calls }) => {
+            return json_out(
+                &runtime.block_on(relay_bench::run::usage_query_only(&opts, records, calls))?,
+            );
+        }
+        _ => {}
+    }
     if let Some(Command::Streams { count }) = cli.command {
         let (relay, floor) = runtime.block_on(relay_bench::run::streams_only(&opts, count))?;
         println!(
@@ -262,6 +304,12 @@ async fn interrupted() {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
+}
+
+/// Prints a stage's figures as JSON (the single-stage subcommands).
+fn json_out<T: serde::Serialize>(figures: &T) -> Result<ExitCode> {
+    println!("{}", serde_json::to_string_pretty(figures)?);
+    Ok(ExitCode::SUCCESS)
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {

@@ -45,6 +45,10 @@ fn smoke_pipeline_produces_every_figure() {
         "Idle RSS",
         "PostgreSQL (",
         "PostgreSQL: CPU per leg",
+        "Prompt-cache share, 20-leg tool session, /v1/messages",
+        "Prompt-cache share, 20-leg tool session, native: openai, notes injected",
+        "usage ledger off",
+        "GET /v1/usage?group_by=project over 20000 records",
     ] {
         assert!(table.contains(figure), "{figure} is missing from\n{table}");
     }
@@ -68,6 +72,22 @@ fn smoke_pipeline_produces_every_figure() {
         table.contains("Memory per open stream, upstream over HTTPS with HTTP/2 (KB)"),
         "{table}"
     );
+    // Four doors, without and with notes; every session cached something directly and through
+    // Relay (the share and bill targets are judged by the full run, not here).
+    assert_eq!(report.cache.len(), 8, "{table}");
+    for c in &report.cache {
+        assert!(c.relay.read > 0 && c.direct.read > 0, "{c:?}");
+    }
+    let ledger = report.ledger.as_ref().expect("the ledger rows ran");
+    assert!(
+        ledger.on.cpu_ms_per_leg() > 0.0 && ledger.off.cpu_ms_per_leg() > 0.0,
+        "{table}"
+    );
+    let usage = report
+        .usage_query
+        .as_ref()
+        .expect("the usage query row ran");
+    assert_eq!(usage.by.len(), 3, "{table}");
     let pg = report.postgres.as_ref().expect("the PostgreSQL rows ran");
     assert!(
         pg.at_rate.ok > 0 && pg.db_cpu_ms_per_leg_at_rate.is_some(),

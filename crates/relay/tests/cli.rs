@@ -222,6 +222,11 @@ fn serve_refuses_an_unknown_key_a_bad_value_and_an_unknown_scheme() {
             "unknown store scheme `mysql`",
         ),
         ("[usage]\nretention_days = 0\n", "usage.retention_days"),
+        ("[usage]\nledger = \"off\"\n", "boolean"),
+        (
+            "[auth]\ndefault_token_budget = 1000\n[usage]\nledger = false\n",
+            "usage.ledger = false",
+        ),
         (
             "[[providers]]\nname = \"d\"\nkind = \"demo\"\n[[models]]\nname = \"m\"\nprovider = \"d\"\nupstream = \"m\"\noutput_price = -1.0\n",
             "output_price must be",

@@ -1,6 +1,7 @@
 //! The results: every figure of a run, and the one markdown table with its targets, met or not,
 //! and the ratios Relay ÷ direct and Relay ÷ LiteLLM.
 
+mod cache;
 mod format;
 mod postgres;
 mod streams;
@@ -84,6 +85,12 @@ pub struct Report {
     pub injection: Vec<InjectionResult>,
     /// The PostgreSQL rows, when they ran.
     pub postgres: Option<crate::run::PostgresFigures>,
+    /// The prompt-cache sessions, per door, without and with notes.
+    pub cache: Vec<crate::run::CacheRow>,
+    /// CPU per leg with the usage ledger on and off, at the same rate.
+    pub ledger: Option<crate::run::LedgerFigures>,
+    /// `GET /v1/usage` over a filled store.
+    pub usage_query: Option<crate::run::UsageQueryFigures>,
     pub caveats: Vec<String>,
 }
 
@@ -170,6 +177,7 @@ impl Report {
         if self.notes_per_leg == 0 {
             missing.push("notes injected into legs");
         }
+        self.issue_32_35_missing(&mut missing);
         missing
     }
 
@@ -244,7 +252,9 @@ impl Report {
             self.relay_max.cpu_ms_per_leg.map(|v| v <= 0.40),
         );
         self.postgres_rows(&mut t);
+        self.usage_rows(&mut t);
         self.stream_rows(&mut t);
+        self.cache_rows(&mut t);
         for inj in &self.injection {
             // Issue 17's targets: 1 ms at 10,000 notes, 5 ms at 100,000 (how cost grows).
             let limit = match inj.notes {

@@ -3,15 +3,19 @@
 //! streams after a restart, note injection in-process, and last LiteLLM at the same rates and its
 //! own highest rate. The full run and smoke mode are the same code at different scales.
 
+mod cache;
 mod postgres;
 mod profile;
 mod steps;
 mod streams;
+mod usage;
 
+pub use cache::{CacheRow, LEGS as CACHE_LEGS};
 pub use postgres::{DEFAULT_ADMIN_URL, PostgresFigures};
 pub use profile::{Work, profile};
 pub use streams::streams_only;
 use streams::{floor_streams, https_streams, warm_then_hold};
+pub use usage::{LedgerFigures, UsageQueryFigures};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -55,6 +59,12 @@ pub struct Scale {
     pub memory_connections: u32,
     pub suggest_rate: u32,
     pub suggest_secs: f64,
+    /// Ledger records `GET /v1/usage` is timed over, and the calls per `group_by`.
+    pub usage_records: u64,
+    pub usage_calls: usize,
+    /// The ledger on/off comparison: seconds per measured run, and rounds of (on, off).
+    pub ledger_secs: f64,
+    pub ledger_rounds: usize,
 }
 
 impl Scale {
@@ -79,6 +89,10 @@ impl Scale {
             memory_connections: 16,
             suggest_rate: 200,
             suggest_secs: 10.0,
+            usage_records: 1_000_000,
+            usage_calls: 200,
+            ledger_secs: 10.0,
+            ledger_rounds: 2,
         }
     }
 
@@ -101,6 +115,10 @@ impl Scale {
             memory_connections: 4,
             suggest_rate: 50,
             suggest_secs: 1.0,
+            usage_records: 20_000,
+            usage_calls: 20,
+            ledger_secs: 1.0,
+            ledger_rounds: 1,
         }
     }
 }
@@ -311,6 +329,33 @@ pub async fn run(opts: &Options) -> Result<Report> {
             ));
         }
     }
+    eprintln!(
+        "relay-bench: prompt-cache share over {}-leg tool sessions, direct and through Relay",
+        cache::LEGS
+    );
+    report.cache = cache::measure(opts, dir.path()).await?;
+    let ledger_rate = report
+        .relay_max
+        .rate
+        .max(scale.rates.first().copied().unwrap_or(50));
+    eprintln!("relay-bench: CPU per leg at {ledger_rate} legs/s, usage ledger on and off");
+    report.ledger = Some(
+        usage::ledger_cpu(
+            opts,
+            &mock,
+            dir.path(),
+            ledger_rate,
+            secs(scale.ledger_secs),
+            scale.ledger_rounds,
+        )
+        .await?,
+    );
+    eprintln!(
+        "relay-bench: GET /v1/usage over {} ledger records",
+        scale.usage_records
+    );
+    report.usage_query =
+        Some(usage::usage_query(opts, dir.path(), scale.usage_records, scale.usage_calls).await?);
     match &opts.postgres {
         Some(admin) => {
             // The same-rate comparison uses SQLite's target rate (or its last one, in smoke mode).
@@ -369,4 +414,34 @@ fn remember_target(base: &str, token: &str) -> Target {
     )
     .bearer(token)
     .varied()
+}
+
+/// Only the prompt-cache rows (`relay-bench cache`).
+pub async fn cache_only(opts: &Options) -> Result<Vec<CacheRow>> {
+    let dir = tempfile::tempdir()?;
+    cache::measure(opts, dir.path()).await
+}
+
+/// Only the ledger on/off rows at `rate` (`relay-bench ledger`).
+pub async fn ledger_only(
+    opts: &Options,
+    rate: u32,
+    duration: Duration,
+    rounds: usize,
+) -> Result<LedgerFigures> {
+    let dir = tempfile::tempdir()?;
+    let mock = start_mock(opts).await?;
+    let result = usage::ledger_cpu(opts, &mock, dir.path(), rate, duration, rounds).await;
+    mock.stop().await;
+    result
+}
+
+/// Only the `GET /v1/usage` row (`relay-bench usage-query`).
+pub async fn usage_query_only(
+    opts: &Options,
+    records: u64,
+    calls: usize,
+) -> Result<UsageQueryFigures> {
+    let dir = tempfile::tempdir()?;
+    usage::usage_query(opts, dir.path(), records, calls).await
 }

@@ -65,7 +65,7 @@ pub struct Config {
     /// On shutdown, in-flight requests get this long to finish; then each open leg ends with an
     /// `error` line (`retryable: true`) and the process exits.
     pub shutdown_grace_ms: u64,
-    /// The usage ledger: retention and write batching.
+    /// The usage ledger: on or off, retention and write batching.
     pub usage: UsageConfig,
 }
 
@@ -276,7 +276,8 @@ impl Config {
                 self.routing.max_event_bytes
             ));
         }
-        if let Some(problem) = self.usage.problem() {
+        let default_token_budget = self.auth.as_ref().map_or(-1, |a| a.default_token_budget);
+        if let Some(problem) = self.usage.problem_with(default_token_budget) {
             return bad(problem);
         }
         if let Some(search) = &self.search

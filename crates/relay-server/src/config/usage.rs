@@ -1,4 +1,5 @@
-//! `[usage]`: how long the usage ledger keeps its records and how it batches their writes.
+//! `[usage]`: whether the usage ledger records legs, how long it keeps its records and how it
+//! batches their writes.
 
 use serde::Deserialize;
 
@@ -6,6 +7,9 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UsageConfig {
+    /// Record each leg; `false` records nothing (the usage endpoints answer from what is already
+    /// stored, and budgets no longer grow).
+    pub ledger: bool,
     /// Records older than this many days are pruned.
     pub retention_days: u32,
     /// A batch of records is written once it holds this many...
@@ -17,6 +21,7 @@ pub struct UsageConfig {
 impl Default for UsageConfig {
     fn default() -> Self {
         Self {
+            ledger: true,
             retention_days: 90,
             batch_size: 256,
             flush_ms: 200,
@@ -27,6 +32,17 @@ impl Default for UsageConfig {
 impl UsageConfig {
     /// The message naming the key at fault, if any.
     pub fn problem(&self) -> Option<String> {
+        self.problem_with(-1)
+    }
+
+    /// `problem`, knowing `[auth] default_token_budget` (-1 when unlimited or in open mode): a
+    /// budget cannot be kept without the ledger, which is what counts the tokens.
+    pub fn problem_with(&self, default_token_budget: i64) -> Option<String> {
+        if !self.ledger && default_token_budget >= 0 {
+            return Some(
+                "usage.ledger = false cannot count auth.default_token_budget: set the budget to -1 or turn the ledger on".into(),
+            );
+        }
         if self.retention_days == 0 {
             return Some("usage.retention_days must be at least 1".into());
         }

@@ -35,6 +35,8 @@ pub struct Ledger {
     prices: PriceList,
     metrics: Arc<Metrics>,
     retention_days: u32,
+    /// `[usage] ledger`: off, no leg is recorded (what is stored is still served and pruned).
+    recording: bool,
     stop: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -62,6 +64,7 @@ impl Ledger {
             prices,
             metrics,
             retention_days: config.retention_days,
+            recording: config.ledger,
             stop,
             tasks: Mutex::new(vec![writer]),
         };
@@ -97,6 +100,7 @@ impl Ledger {
     }
 
     /// Queues a leg's record; never waits.
+    /// With the ledger off only `relay_cost_usd_total` counts it: the record is not stored.
     pub fn record(&self, record: LegRecord) {
         if let Some(cost) = record.cost_usd {
             self.metrics
@@ -105,6 +109,9 @@ impl Ledger {
                     model: record.model.clone(),
                 })
                 .inc_by(cost);
+        }
+        if !self.recording {
+            return;
         }
         if let Err(e) = self.records.try_send(record) {
             tracing::error!(error = %e, "the usage ledger's queue is full or closed: a leg's record is lost");

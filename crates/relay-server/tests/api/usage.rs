@@ -362,6 +362,15 @@ async fn records_past_the_retention_are_pruned() {
     let items = page["items"].as_array().unwrap();
     assert_eq!(items.len(), 1);
     assert_eq!(items[0]["input_tokens"], 7, "the 9-day-old record stays");
+    // The sums (read from the daily roll-up) lose the pruned record too.
+    let from = relay_server::store::usage::civil_from_days(now.div_euclid(86_400) - 20);
+    let from = format!("{:04}-{:02}-{:02}", from.0, from.1, from.2);
+    let usage = body(app.get(&format!("/v1/usage?from={from}"), None).await).await;
+    assert_eq!(
+        (&usage["totals"]["legs"], &usage["totals"]["input_tokens"]),
+        (&json!(1), &json!(7)),
+        "{usage}"
+    );
 }
 
 #[tokio::test]
@@ -461,6 +470,27 @@ async fn closing_the_ledger_writes_the_batch_it_was_gathering() {
     app.state.ledger().close().await;
     let page = body(app.get("/v1/usage/legs", None).await).await;
     assert_eq!(page["items"][0]["input_tokens"], 33);
+}
+
+#[tokio::test]
+async fn with_the_ledger_off_a_leg_leaves_no_record_but_its_cost_is_counted() {
+    let fake = FakeUpstream::start().await;
+    let app = TestApp::spawn_with(|dir| {
+        let mut c = priced(open_config(dir), &fake);
+        c.usage.ledger = false;
+        c
+    })
+    .await;
+    fake.push("up-1", reply(40, 0, 4));
+    assert_eq!(app.leg(None, &user_says("hi")).await.0, StatusCode::OK);
+    // The leg has ended and priced itself: 40 × 2 + 4 × 10 per million tokens.
+    wait_for_metric(&app, "relay_cost_usd_total{model=\"m1\"} 0.00012").await;
+    // Closing writes whatever was queued (as with the ledger on): nothing was.
+    app.state.ledger().close().await;
+    let page = body(app.get("/v1/usage/legs", None).await).await;
+    assert_eq!(page["items"], json!([]));
+    let usage = body(app.get("/v1/usage?group_by=model", None).await).await;
+    assert_eq!(usage["totals"]["legs"], 0, "{usage}");
 }
 
 async fn wait_for_metric(app: &TestApp, needle: &str) {

@@ -50,7 +50,8 @@ async fn postgres_migrations_are_safe_when_instances_start_together() {
             (17, true),
             (18, true),
             (19, true),
-            (35, true)
+            (35, true),
+            (36, true)
         ]
     );
     // They share one store: a note through one is seen through another.
@@ -136,4 +137,71 @@ async fn end_every_connection(db: &pg::TestDb) {
     .execute(&admin)
     .await
     .unwrap();
+}
+
+/// Records stored before the daily roll-up existed (migration 0036) are summed into it when that
+/// migration runs, so `GET /v1/usage` keeps showing them.
+#[tokio::test]
+async fn the_daily_rollup_migration_sums_the_records_already_stored() {
+    use relay_server::store::usage::{GroupBy, LegRecord, UsageQuery};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("relay.db").display());
+    let now = relay_server::clock::now() as i64;
+    let record = |input: i64, project: Option<&str>| LegRecord {
+        user_id: "u1".into(),
+        request_id: format!("r{input}"),
+        at: now,
+        route: "agent",
+        model: "m1".into(),
+        provider: "p".into(),
+        project_id: project.map(str::to_owned),
+        status: "ok",
+        input_tokens: input,
+        cached_input_tokens: 1,
+        cache_write_tokens: 0,
+        output_tokens: 2,
+        reasoning_tokens: 0,
+        ttfb_ms: 1,
+        duration_ms: 2,
+        cost_usd: Some(0.5),
+    };
+    let query = UsageQuery {
+        user_id: Some("u1".into()),
+        from: now - 86_400,
+        to: now,
+        group_by: GroupBy::Project,
+    };
+    let sorted = |mut rows: Vec<relay_server::store::usage::UsageSums>| {
+        rows.sort_by(|a, b| a.key.cmp(&b.key));
+        rows
+    };
+    let store = Opener::default()
+        .open(&url, "memory.url", &OPTIONS)
+        .await
+        .unwrap();
+    store
+        .usage
+        .insert_legs(&[record(100, Some("p1")), record(5, None), record(7, None)])
+        .await
+        .unwrap();
+    let before = sorted(store.usage.aggregate(&query).await.unwrap());
+    assert_eq!(before.len(), 2, "{before:?}");
+    assert_eq!((before[0].key.as_deref(), before[0].legs), (None, 2));
+    drop(store);
+    // Back to the schema before 0036: no roll-up, the migration not applied.
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query("DROP TABLE usage_daily")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = 36")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let store = Opener::default()
+        .open(&url, "memory.url", &OPTIONS)
+        .await
+        .unwrap();
+    assert_eq!(sorted(store.usage.aggregate(&query).await.unwrap()), before);
 }

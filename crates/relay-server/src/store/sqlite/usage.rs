@@ -1,4 +1,5 @@
-//! SQLite queries of the usage ledger: batched inserts with the month counts, aggregates, pages
+//! SQLite queries of the usage ledger: batched inserts with the month counts and the daily roll-up,
+//! aggregates (from the roll-up), pages
 //! of records, erasure and pruning.
 
 use async_trait::async_trait;
@@ -15,7 +16,7 @@ fn key_column(group_by: GroupBy) -> &'static str {
     match group_by {
         GroupBy::Day => "CAST(day AS TEXT)",
         GroupBy::Model => "model",
-        GroupBy::Project => "project_id",
+        GroupBy::Project => "NULLIF(project, '')",
         GroupBy::User => "user_id",
     }
 }
@@ -59,18 +60,42 @@ impl UsageStore for SqliteStore {
             .bind(r.budget_tokens())
             .execute(&mut *tx)
             .await?;
+            sqlx::query(
+                "INSERT INTO usage_daily (user_id, day, model, project, legs, input, cached,
+                    cache_write, output, cost)
+                 VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
+                 ON CONFLICT (user_id, day, model, project) DO UPDATE SET
+                    legs = legs + 1, input = input + excluded.input,
+                    cached = cached + excluded.cached,
+                    cache_write = cache_write + excluded.cache_write,
+                    output = output + excluded.output,
+                    cost = CASE WHEN cost IS NULL AND excluded.cost IS NULL THEN NULL
+                        ELSE COALESCE(cost, 0) + COALESCE(excluded.cost, 0) END",
+            )
+            .bind(&r.user_id)
+            .bind(r.at.div_euclid(86_400))
+            .bind(&r.model)
+            .bind(r.project_id.as_deref().unwrap_or_default())
+            .bind(r.input_tokens)
+            .bind(r.cached_input_tokens)
+            .bind(r.cache_write_tokens)
+            .bind(r.output_tokens)
+            .bind(r.cost_usd)
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         Ok(())
     }
 
     async fn aggregate(&self, q: &UsageQuery) -> StoreResult<Vec<UsageSums>> {
-        // The key column is one of `key_column`'s fixed names; every value is bound.
+        // From the daily roll-up: at most days × models × projects rows per account. The key
+        // column is one of `key_column`'s fixed names; every value is bound.
         let sql = format!(
-            "SELECT {key} AS key, COUNT(*) AS legs, SUM(input_tokens) AS input,
-                SUM(cached_input_tokens) AS cached, SUM(cache_write_tokens) AS cache_write,
-                SUM(output_tokens) AS output, SUM(cost_usd) AS cost
-             FROM usage_legs
+            "SELECT {key} AS key, SUM(legs) AS legs, SUM(input) AS input,
+                SUM(cached) AS cached, SUM(cache_write) AS cache_write,
+                SUM(output) AS output, SUM(cost) AS cost
+             FROM usage_daily
              WHERE (?1 IS NULL OR user_id = ?1) AND day BETWEEN ?2 AND ?3
              GROUP BY {key}",
             key = key_column(q.group_by)
@@ -140,6 +165,10 @@ impl UsageStore for SqliteStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        sqlx::query("DELETE FROM usage_daily WHERE user_id = ?")
+            .bind(user_id)
+            .execute(&mut *tx)
+            .await?;
         if counters {
             sqlx::query("DELETE FROM usage_months WHERE user_id = ?")
                 .bind(user_id)
@@ -155,11 +184,31 @@ impl UsageStore for SqliteStore {
     }
 
     async fn prune(&self, before: i64) -> StoreResult<u64> {
+        // The roll-up drops the days wholly before `before` and sums the day it falls in again
+        // from the records that stay, in the same transaction.
+        let day = before.div_euclid(86_400);
+        let mut tx = self.pool.begin().await?;
         let n = sqlx::query("DELETE FROM usage_legs WHERE at < ?")
             .bind(before)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?
             .rows_affected();
+        sqlx::query("DELETE FROM usage_daily WHERE day <= ?")
+            .bind(day)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO usage_daily (user_id, day, model, project, legs, input, cached,
+                cache_write, output, cost)
+             SELECT user_id, day, model, COALESCE(project_id, ''), COUNT(*), SUM(input_tokens),
+                SUM(cached_input_tokens), SUM(cache_write_tokens), SUM(output_tokens), SUM(cost_usd)
+             FROM usage_legs WHERE day = ?
+             GROUP BY user_id, day, model, COALESCE(project_id, '')",
+        )
+        .bind(day)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
         // Month counts older than the oldest kept record's month are of no use to a budget.
         sqlx::query("DELETE FROM usage_months WHERE month < ?")
             .bind(month_of(before))
