@@ -244,3 +244,16 @@ async fn openai_sdk_call_answered_by_an_anthropic_recording() {
     assert_eq!(r["calls"][0][1], "pelican_name_generator");
     assert_eq!(r["models"], json!(["auto", "m1", "m2", "claude"]));
 }
+
+#[tokio::test]
+async fn anthropic_sdk_lists_models_with_its_api_key() {
+    let fake = FakeUpstream::start().await;
+    let app = auth_app(&fake, 5).await;
+    let token = app.user("models@example.com").await;
+    let Some(r) = sdk(&app, "anthropic_models", Some(&token)).await else {
+        return;
+    };
+    assert_eq!(r["ids"], json!(["auto", "m1", "m2"]));
+    assert_eq!(r["types"], json!(["model"]));
+    assert_eq!(r["bad_key"], json!(["AuthenticationError", 401]));
+}

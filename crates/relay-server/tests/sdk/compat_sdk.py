@@ -131,4 +131,16 @@ def cross():
             "models": [x.id for x in oa().models.list()]}
 
 
+def anthropic_models():
+    # Claude Code's model discovery and the SDK's models.list() send the key as x-api-key.
+    page = an().models.list()
+    try:
+        anthropic.Anthropic(base_url=URL, api_key="rly_bad", max_retries=0).models.list()
+        bad = None
+    except anthropic.APIStatusError as e:
+        bad = [type(e).__name__, e.status_code]
+    return {"ids": [m.id for m in page.data], "types": sorted({m.type for m in page.data}),
+            "bad_key": bad}
+
+
 print(json.dumps(globals()[sys.argv[1]]()))
