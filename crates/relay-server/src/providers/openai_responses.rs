@@ -3,11 +3,13 @@
 //!
 //! The request carries the system text as `instructions` and the conversation as input items
 //! (messages, `function_call` and `function_call_output` for the tool round trip). The stream is
-//! typed events: text and reasoning deltas, function-call items whose arguments arrive as deltas
+//! typed events: text and reasoning deltas (reasoning items also open and close as
+//! `ReasoningItem`s, so their id and `encrypted_content` reach the Responses door), function-call items whose arguments arrive as deltas
 //! and then whole (`.done`, `output_item.done`: the whole form wins), and one terminal
 //! `response.completed` / `response.incomplete` / `response.failed`, or an `error` event.
 
 use async_trait::async_trait;
+use relay_wire::agent::ReasoningItem;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -126,6 +128,40 @@ pub fn body(request: &ChatRequest) -> Value {
     body
 }
 
+/// The texts of an item's parts (`summary` or `content`), in order.
+fn texts(parts: &Value) -> Vec<String> {
+    parts
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|p| p["text"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A reasoning item as it opens (its id) or closes (with the final `encrypted_content`, which
+/// may differ from the one announced when it opened, and its parts); none without an id.
+fn reasoning_item(item: &Value, done: bool) -> Option<ReasoningItem> {
+    let id = item["id"].as_str().filter(|id| !id.is_empty())?.to_owned();
+    if !done {
+        return Some(ReasoningItem {
+            id,
+            encrypted_content: None,
+            summary: None,
+            content: None,
+        });
+    }
+    let content = texts(&item["content"]);
+    Some(ReasoningItem {
+        id,
+        encrypted_content: item["encrypted_content"].as_str().map(str::to_owned),
+        summary: Some(texts(&item["summary"])),
+        content: (!content.is_empty()).then_some(content),
+    })
+}
+
 /// A function call being assembled, with the item id its deltas name.
 #[derive(Debug, Default)]
 struct Draft {
@@ -219,6 +255,12 @@ impl EventNormaliser for Normaliser {
             {
                 let done = kind == "response.output_item.done";
                 self.function_item(&value["item"], output_index, done);
+            }
+            "response.output_item.added" | "response.output_item.done"
+                if value["item"]["type"] == "reasoning" =>
+            {
+                let done = kind == "response.output_item.done";
+                out.extend(reasoning_item(&value["item"], done).map(ProviderEvent::ReasoningItem));
             }
             "response.function_call_arguments.delta" => {
                 if let (Some(draft), Some(delta)) =

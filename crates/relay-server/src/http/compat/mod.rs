@@ -144,6 +144,7 @@ async fn collect(mut events: BoxStream<'static, AgentEvent>) -> Collected {
                 text: piece,
                 signature,
                 redacted,
+                ..
             } => {
                 if let Some(data) = redacted {
                     thinking.push(serde_json::json!({"type": "redacted_thinking", "data": data}));

@@ -6,7 +6,7 @@
 
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
-use relay_wire::agent::{AgentEvent, FinishReason, ToolCall, Usage};
+use relay_wire::agent::{AgentEvent, FinishReason, ReasoningItem, ToolCall, Usage};
 use serde_json::{Value, json};
 
 use super::tools::{self, Names, Origin};
@@ -16,10 +16,13 @@ use crate::http::compat::door::Answer;
 /// The item being streamed: its kind, id, index in `output` and its text so far.
 enum Open {
     None,
+    /// A reasoning item: the provider's own (opened by its item, with its id) or one made of
+    /// reasoning text; `part` when a summary part was opened.
     Reasoning {
         id: String,
         index: usize,
         text: String,
+        part: bool,
     },
     Message {
         id: String,
@@ -114,16 +117,18 @@ impl Writer {
     fn close(&mut self, out: &mut Vec<Bytes>) {
         match std::mem::replace(&mut self.open, Open::None) {
             Open::None => {}
-            Open::Reasoning { id, index, text } => {
-                let part = json!({"type": "summary_text", "text": text});
-                let at = json!({"item_id": id, "output_index": index, "summary_index": 0});
-                let mut done = at.clone();
-                done["text"] = json!(text);
-                self.emit(out, "response.reasoning_summary_text.done", done);
-                let mut part_done = at;
-                part_done["part"] = part.clone();
-                self.emit(out, "response.reasoning_summary_part.done", part_done);
-                let item = json!({"id": id, "type": "reasoning", "summary": [part]});
+            Open::Reasoning {
+                id,
+                index,
+                text,
+                part,
+            } => {
+                self.close_part(out, &id, index, &text, part);
+                let summary: Vec<Value> = (part || !text.is_empty())
+                    .then(|| json!({"type": "summary_text", "text": text}))
+                    .into_iter()
+                    .collect();
+                let item = json!({"id": id, "type": "reasoning", "summary": summary});
                 self.finish_item(out, index, item);
             }
             Open::Message { id, index, text } => {
@@ -140,6 +145,75 @@ impl Writer {
                 self.finish_item(out, index, item);
             }
         }
+    }
+
+    /// Ends the summary part being streamed, if one was opened.
+    fn close_part(&mut self, out: &mut Vec<Bytes>, id: &str, index: usize, text: &str, part: bool) {
+        if !part {
+            return;
+        }
+        let at = json!({"item_id": id, "output_index": index, "summary_index": 0});
+        let mut done = at.clone();
+        done["text"] = json!(text);
+        self.emit(out, "response.reasoning_summary_text.done", done);
+        let mut part_done = at;
+        part_done["part"] = json!({"type": "summary_text", "text": text});
+        self.emit(out, "response.reasoning_summary_part.done", part_done);
+    }
+
+    /// Opens a reasoning item under `id` (the provider's, or a new one).
+    fn open_reasoning(&mut self, out: &mut Vec<Bytes>, id: String) {
+        self.close(out);
+        let index = self.output.len();
+        self.emit(
+            out,
+            "response.output_item.added",
+            json!({"output_index": index, "item": {"id": id, "type": "reasoning", "summary": []}}),
+        );
+        self.open = Open::Reasoning {
+            id,
+            index,
+            text: String::new(),
+            part: false,
+        };
+    }
+
+    /// A Responses provider's reasoning item: its opening starts the output item under the
+    /// provider's id; its closing ends it exactly as the provider sent it (id, summary parts,
+    /// `encrypted_content`, content), so the client can send it back in its next turn.
+    fn reasoning_item(&mut self, out: &mut Vec<Bytes>, item: ReasoningItem) {
+        let Some(summary) = item.summary else {
+            self.open_reasoning(out, item.id);
+            return;
+        };
+        if !matches!(&self.open, Open::Reasoning { id, .. } if *id == item.id) {
+            self.open_reasoning(out, item.id.clone());
+        }
+        let Open::Reasoning {
+            id,
+            index,
+            text,
+            part,
+        } = std::mem::replace(&mut self.open, Open::None)
+        else {
+            return;
+        };
+        self.close_part(out, &id, index, &text, part);
+        let summary: Vec<Value> = summary
+            .iter()
+            .map(|text| json!({"type": "summary_text", "text": text}))
+            .collect();
+        let mut done = json!({"id": id, "type": "reasoning", "summary": summary});
+        if let Some(encrypted) = item.encrypted_content {
+            done["encrypted_content"] = json!(encrypted);
+        }
+        if let Some(content) = item.content {
+            done["content"] = content
+                .iter()
+                .map(|text| json!({"type": "reasoning_text", "text": text}))
+                .collect();
+        }
+        self.finish_item(out, index, done);
     }
 
     fn finish_item(&mut self, out: &mut Vec<Bytes>, index: usize, item: Value) {
@@ -179,23 +253,24 @@ impl Writer {
 
     fn reasoning(&mut self, out: &mut Vec<Bytes>, piece: String) {
         if !matches!(self.open, Open::Reasoning { .. }) {
-            self.close(out);
-            let (id, index) = (item_id("rs"), self.output.len());
-            self.emit(
-                out,
-                "response.output_item.added",
-                json!({"output_index": index,
-                "item": {"id": id, "type": "reasoning", "summary": []}}),
-            );
-            self.emit(out, "response.reasoning_summary_part.added", json!({"item_id": id,
-                "output_index": index, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}));
-            self.open = Open::Reasoning {
-                id,
-                index,
-                text: String::new(),
-            };
+            self.open_reasoning(out, item_id("rs"));
         }
-        if let Open::Reasoning { id, index, text } = &mut self.open {
+        if let Open::Reasoning {
+            id,
+            index,
+            part: part @ false,
+            ..
+        } = &mut self.open
+        {
+            *part = true;
+            let data = json!({"item_id": id, "output_index": index, "summary_index": 0,
+                "part": {"type": "summary_text", "text": ""}});
+            self.emit(out, "response.reasoning_summary_part.added", data);
+        }
+        if let Open::Reasoning {
+            id, index, text, ..
+        } = &mut self.open
+        {
             text.push_str(&piece);
             let data =
                 json!({"item_id": id, "output_index": index, "summary_index": 0, "delta": piece});
@@ -310,6 +385,9 @@ impl Answer for Writer {
             AgentEvent::Reasoning { text, .. } if !text.is_empty() => {
                 self.reasoning(&mut out, text)
             }
+            AgentEvent::Reasoning {
+                item: Some(item), ..
+            } => self.reasoning_item(&mut out, item),
             // Anthropic's signatures and redacted blocks have no place in a Responses answer.
             AgentEvent::Reasoning { .. } => {}
             AgentEvent::Ping => out.push(Bytes::from_static(b": ping\n\n")),
