@@ -26,6 +26,7 @@ mod memory_store;
 mod metrics;
 mod operations;
 mod responses;
+mod responses_replay;
 mod responses_sdk;
 mod search;
 mod security;
