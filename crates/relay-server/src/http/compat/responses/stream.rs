@@ -282,14 +282,23 @@ impl Writer {
     /// tool, a `custom_tool_call` item, streamed whole.
     fn call(&mut self, out: &mut Vec<Bytes>, call: ToolCall) {
         let index = self.output.len();
-        let (kind, done_field, delta_event, done_event, payload, mut item) = match self
-            .names
-            .origin(&call.name)
-        {
-            Origin::Custom => {
+        let origin = self.names.origin(&call.name);
+        let (kind, done_field, delta_event, done_event, payload, mut item) = match origin {
+            Origin::Custom
+            | Origin::Namespaced {
+                custom: true,
+                ..
+            } => {
                 let input = tools::custom_input(&call.arguments);
-                let item = json!({"id": item_id("ctc"), "type": "custom_tool_call",
+                let mut item = json!({"id": item_id("ctc"), "type": "custom_tool_call",
                         "status": "completed", "call_id": call.id, "name": call.name, "input": ""});
+                if let Origin::Namespaced {
+                    namespace, name, ..
+                } = origin
+                {
+                    item["name"] = json!(name);
+                    item["namespace"] = json!(namespace);
+                }
                 (
                     "input",
                     "input",
@@ -302,7 +311,10 @@ impl Writer {
             origin => {
                 let mut item = json!({"id": item_id("fc"), "type": "function_call",
                         "status": "completed", "call_id": call.id, "name": call.name, "arguments": ""});
-                if let Origin::Namespaced { namespace, name } = origin {
+                if let Origin::Namespaced {
+                    namespace, name, ..
+                } = origin
+                {
                     item["name"] = json!(name);
                     item["namespace"] = json!(namespace);
                 }
