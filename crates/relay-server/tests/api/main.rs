@@ -27,6 +27,7 @@ mod metrics;
 mod operations;
 mod responses;
 mod responses_replay;
+mod responses_same_family;
 mod responses_sdk;
 mod search;
 mod security;

@@ -76,7 +76,7 @@ fn recorded(file: &str) -> Vec<Recorded> {
 }
 
 /// The raw bodies the fake provider received.
-type Seen = Arc<Mutex<Vec<Vec<u8>>>>;
+pub type Seen = Arc<Mutex<Vec<Vec<u8>>>>;
 
 /// A provider at `/v1/responses` answering each call with the next recorded body (the last one
 /// again when they run out).
@@ -110,7 +110,7 @@ async fn provider(bodies: Vec<Vec<u8>>) -> (String, Seen) {
 }
 
 /// A relay whose model `rsp` is an `openai_responses` provider serving `bodies`.
-async fn relay(bodies: Vec<Vec<u8>>) -> (TestApp, Seen) {
+pub async fn relay(bodies: Vec<Vec<u8>>) -> (TestApp, Seen) {
     let (base_url, seen) = provider(bodies).await;
     let app = TestApp::spawn_with(|dir| {
         let mut c = open_config(dir);
@@ -191,7 +191,7 @@ fn answer(items: &[Value], usage: &Value) -> Answer {
 }
 
 /// The items of `output_item.done` events, in order.
-fn items_done(events: &[Value]) -> Vec<Value> {
+pub fn items_done(events: &[Value]) -> Vec<Value> {
     events
         .iter()
         .filter(|e| e["type"] == "response.output_item.done")
@@ -219,7 +219,7 @@ fn request(events: &[Value], stream: bool, input: Value) -> Value {
         "include": ["reasoning.encrypted_content"], "reasoning": {"summary": "auto"}, "tools": tools})
 }
 
-fn parse(text: &str) -> Vec<Value> {
+pub fn parse(text: &str) -> Vec<Value> {
     sse_events(text)
         .into_iter()
         .map(|(_, d)| serde_json::from_str(&d).unwrap())
