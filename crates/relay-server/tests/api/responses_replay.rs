@@ -130,14 +130,16 @@ pub async fn relay(bodies: Vec<Vec<u8>>) -> (TestApp, Seen) {
     (app, seen)
 }
 
+/// A reasoning item: (id, encrypted_content, summary texts, content texts).
+type Reasoning = (String, Option<String>, Vec<String>, Vec<String>);
+
 /// What an answer is made of, compared field by field.
 #[derive(Debug, PartialEq)]
 struct Answer {
     text: String,
     /// (call_id, name, arguments)
     calls: Vec<(String, String, String)>,
-    /// (id, encrypted_content, summary texts, content texts)
-    reasoning: Vec<(String, Option<String>, Vec<String>, Vec<String>)>,
+    reasoning: Vec<Reasoning>,
     /// input, output, cached input, reasoning tokens
     usage: (u64, u64, u64, u64),
 }
@@ -235,7 +237,9 @@ async fn streamed(app: &TestApp, req: &Value) -> (Answer, Vec<Value>) {
     let events = parse(&text);
     let terminal: Vec<&Value> = events
         .iter()
-        .filter(|e| e["type"].as_str().unwrap().starts_with("response.") && e["response"].is_object())
+        .filter(|e| {
+            e["type"].as_str().unwrap().starts_with("response.") && e["response"].is_object()
+        })
         .filter(|e| e["type"] != "response.created" && e["type"] != "response.in_progress")
         .collect();
     assert_eq!(terminal.len(), 1, "{text}");
@@ -391,7 +395,10 @@ async fn the_next_turn_gives_the_reasoning_back_to_the_provider_byte_for_byte() 
     assert_eq!(reasoning[0]["encrypted_content"], encrypted.as_str());
     let quoted = serde_json::to_string(&encrypted).unwrap();
     let raw = String::from_utf8(seen[1].clone()).unwrap();
-    assert!(raw.contains(&quoted), "the encrypted content changed on the way");
+    assert!(
+        raw.contains(&quoted),
+        "the encrypted content changed on the way"
+    );
     assert_eq!(sent["include"], json!(["reasoning.encrypted_content"]));
     assert_eq!(sent["model"], "gpt-test");
 }

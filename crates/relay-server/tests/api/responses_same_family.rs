@@ -82,9 +82,27 @@ fn expected() -> Vec<(String, String, String, Value, String)> {
         (t.into(), id.into(), name.into(), ns, p.into())
     };
     vec![
-        call("custom_tool_call", "call_patch", "apply_patch", Value::Null, PATCH),
-        call("function_call", "call_ls", "list", json!("fs"), "{\"path\":\"src\"}"),
-        call("custom_tool_call", "call_sh", "exec", json!("shell"), "ls -la"),
+        call(
+            "custom_tool_call",
+            "call_patch",
+            "apply_patch",
+            Value::Null,
+            PATCH,
+        ),
+        call(
+            "function_call",
+            "call_ls",
+            "list",
+            json!("fs"),
+            "{\"path\":\"src\"}",
+        ),
+        call(
+            "custom_tool_call",
+            "call_sh",
+            "exec",
+            json!("shell"),
+            "ls -la",
+        ),
     ]
 }
 
@@ -105,7 +123,10 @@ async fn namespace_and_custom_tools_reach_a_responses_provider_as_sent_and_their
     assert!(kinds.contains(&"response.custom_tool_call_input.done"));
     let completed = events.last().unwrap();
     assert_eq!(completed["type"], "response.completed");
-    assert_eq!(completed["response"]["usage"]["input_tokens_details"]["cached_tokens"], 64);
+    assert_eq!(
+        completed["response"]["usage"]["input_tokens_details"]["cached_tokens"],
+        64
+    );
     // The provider got the client's own tools: nothing flattened, the hosted tool kept.
     let sent: Value = serde_json::from_slice(&seen.lock().unwrap()[0]).unwrap();
     assert_eq!(sent["tools"], tools());
@@ -121,7 +142,9 @@ async fn namespace_and_custom_tools_reach_a_responses_provider_as_sent_and_their
     // The next turn: the calls as they came, and their results, reach the provider unchanged.
     let mut input = vec![user];
     input.extend(items);
-    input.push(json!({"type": "custom_tool_call_output", "call_id": "call_patch", "output": "done"}));
+    input.push(
+        json!({"type": "custom_tool_call_output", "call_id": "call_patch", "output": "done"}),
+    );
     input.push(json!({"type": "function_call_output", "call_id": "call_ls", "output": "[]"}));
     input.push(json!({"type": "custom_tool_call_output", "call_id": "call_sh", "output": "."}));
     let mut next = req.clone();

@@ -284,11 +284,7 @@ impl Writer {
         let index = self.output.len();
         let origin = self.names.origin(&call.name);
         let (kind, done_field, delta_event, done_event, payload, mut item) = match origin {
-            Origin::Custom
-            | Origin::Namespaced {
-                custom: true,
-                ..
-            } => {
+            Origin::Custom | Origin::Namespaced { custom: true, .. } => {
                 let input = tools::custom_input(&call.arguments);
                 let mut item = json!({"id": item_id("ctc"), "type": "custom_tool_call",
                         "status": "completed", "call_id": call.id, "name": call.name, "input": ""});
