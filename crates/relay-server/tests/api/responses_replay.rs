@@ -2,7 +2,8 @@
 //! `openai_responses` provider serving the recording: the client's answer carries the
 //! recording's text, function calls, reasoning items (id, `encrypted_content`, summary) and usage
 //! unchanged, streamed and not; and a second turn giving the reasoning back reaches the provider
-//! with its `encrypted_content` byte for byte.
+//! with its `encrypted_content` byte for byte. Through `/v1/messages` the same reasoning is unsigned
+//! thinking, never an Anthropic signature.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -401,4 +402,40 @@ async fn the_next_turn_gives_the_reasoning_back_to_the_provider_byte_for_byte() 
     );
     assert_eq!(sent["include"], json!(["reasoning.encrypted_content"]));
     assert_eq!(sent["model"], "gpt-test");
+}
+
+#[tokio::test]
+async fn an_openai_reasoning_item_never_becomes_an_anthropic_signature() {
+    let file = "openai-responses/vercel-ai__openai-reasoning-encrypted-content.1.chunks.txt";
+    let rec = recorded(file).remove(0);
+    let encrypted = expected(&rec.events).reasoning[0].1.clone().unwrap();
+    let (app, _) = relay(vec![rec.body.clone()]).await;
+    let tools =
+        json!([{"name": "calculator", "input_schema": {"type": "object", "properties": {}}}]);
+    let req = json!({"model": "rsp", "max_tokens": 100, "stream": true, "tools": tools,
+        "messages": [{"role": "user", "content": "12 + 7"}]});
+    let res = app.post("/v1/messages", None, &req).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let text = res.text().await.unwrap();
+    // The summary streams as thinking, unsigned: a later turn to Anthropic drops it.
+    assert!(text.contains("thinking_delta"), "{text}");
+    assert!(!text.contains("signature_delta"), "{text}");
+    assert!(!text.contains(&encrypted[..40]), "{text}");
+    let mut whole_req = req.clone();
+    whole_req["stream"] = json!(false);
+    let whole: Value = app
+        .post("/v1/messages", None, &whole_req)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let thinking: Vec<&Value> = whole["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "thinking")
+        .collect();
+    assert_eq!(thinking.len(), 1, "{whole}");
+    assert_eq!(thinking[0]["signature"], "");
+    assert!(!whole.to_string().contains(&encrypted[..40]));
 }
