@@ -180,6 +180,27 @@ pub enum FinishReason {
     ContentFilter,
 }
 
+/// An OpenAI Responses reasoning item as the provider sent it, to be given back unchanged in a
+/// later turn (`store: false` callers keep their reasoning only this way). The opening line has
+/// the `id` alone; the closing line adds the item's final `encrypted_content` (when the caller
+/// asked for it) and its `summary` parts. Only a Responses provider's items have this form:
+/// another API's signatures never carry one, and this is never sent as another API's signature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ReasoningItem {
+    /// The provider's item id (`rs_...`).
+    pub id: String,
+    /// The opaque reasoning the provider encrypted, byte for byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted_content: Option<String>,
+    /// The summary parts' texts, in order; absent on the opening line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Vec<String>>,
+    /// The item's `reasoning_text` content parts (local servers such as LM Studio put the
+    /// reasoning there); absent on the opening line and when the item had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Vec<String>>,
+}
+
 /// One NDJSON line of `POST /v1/agent/stream`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -198,12 +219,16 @@ pub enum AgentEvent {
     Text { text: String },
     /// A piece of the model's visible reasoning. Anthropic's thinking blocks end with a line
     /// carrying `signature` (and empty `text`); an encrypted block is one line with `redacted`.
+    /// OpenAI Responses reasoning items open and close with a line carrying `item` (and empty
+    /// `text`); their summary text comes between as ordinary reasoning lines.
     Reasoning {
         text: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         redacted: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<ReasoningItem>,
     },
     /// Keep-alive after 15 s without another line.
     Ping,

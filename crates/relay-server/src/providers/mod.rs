@@ -152,6 +152,9 @@ pub enum ProviderEvent {
     ReasoningSignature(String),
     /// A thinking block the provider sent encrypted (Anthropic's `redacted_thinking` data).
     RedactedReasoning(String),
+    /// An OpenAI Responses reasoning item opening (id alone) or closing (with its encrypted
+    /// content and summary parts), carried so the Responses door can give it back unchanged.
+    ReasoningItem(relay_wire::agent::ReasoningItem),
     Finished {
         finish_reason: FinishReason,
         tool_calls: Vec<ToolCall>,

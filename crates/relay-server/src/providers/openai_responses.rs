@@ -3,11 +3,13 @@
 //!
 //! The request carries the system text as `instructions` and the conversation as input items
 //! (messages, `function_call` and `function_call_output` for the tool round trip). The stream is
-//! typed events: text and reasoning deltas, function-call items whose arguments arrive as deltas
+//! typed events: text and reasoning deltas (reasoning items also open and close as
+//! `ReasoningItem`s, so their id and `encrypted_content` reach the Responses door), function-call items whose arguments arrive as deltas
 //! and then whole (`.done`, `output_item.done`: the whole form wins), and one terminal
 //! `response.completed` / `response.incomplete` / `response.failed`, or an `error` event.
 
 use async_trait::async_trait;
+use relay_wire::agent::ReasoningItem;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -21,6 +23,18 @@ use super::{
 };
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// Joins a call's `namespace` and its name into the one function name the leg carries (the
+/// Responses door offers a namespace's tools under the same names and maps them back).
+pub const NAMESPACE_SEPARATOR: &str = "__";
+
+/// A call's name as the leg carries it: `{namespace}__{name}` when the item names a namespace.
+pub fn flat_name(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) if !ns.is_empty() => format!("{ns}{NAMESPACE_SEPARATOR}{name}"),
+        _ => name.to_owned(),
+    }
+}
 
 /// The Responses adapter.
 #[derive(Clone, Debug)]
@@ -126,11 +140,48 @@ pub fn body(request: &ChatRequest) -> Value {
     body
 }
 
-/// A function call being assembled, with the item id its deltas name.
+/// The texts of an item's parts (`summary` or `content`), in order.
+fn texts(parts: &Value) -> Vec<String> {
+    parts
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|p| p["text"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A reasoning item as it opens (its id) or closes (with the final `encrypted_content`, which
+/// may differ from the one announced when it opened, and its parts); none without an id.
+fn reasoning_item(item: &Value, done: bool) -> Option<ReasoningItem> {
+    let id = item["id"].as_str().filter(|id| !id.is_empty())?.to_owned();
+    if !done {
+        return Some(ReasoningItem {
+            id,
+            encrypted_content: None,
+            summary: None,
+            content: None,
+        });
+    }
+    let content = texts(&item["content"]);
+    Some(ReasoningItem {
+        id,
+        encrypted_content: item["encrypted_content"].as_str().map(str::to_owned),
+        summary: Some(texts(&item["summary"])),
+        content: (!content.is_empty()).then_some(content),
+    })
+}
+
+/// A function call being assembled, with the item id its deltas name. A `custom_tool_call`
+/// (freeform input) is assembled in `call.arguments` as its raw input and carried as the leg
+/// carries a custom tool's call everywhere: arguments `{"input": <text>}`.
 #[derive(Debug, Default)]
 struct Draft {
     item_id: String,
     output_index: Option<u64>,
+    custom: bool,
     call: DraftCall,
 }
 
@@ -152,14 +203,17 @@ impl Normaliser {
         self.drafts.get_mut(at)
     }
 
-    /// A `function_call` item (added or done): opens its draft, or completes it with the whole form.
+    /// A `function_call` or `custom_tool_call` item (added or done): opens its draft, or
+    /// completes it with the whole form.
     fn function_item(&mut self, item: &Value, output_index: Option<u64>, done: bool) {
         let item_id = item["id"].as_str().unwrap_or_default().to_owned();
+        let custom = item["type"] == "custom_tool_call";
         let known = self.draft(Some(&item_id), output_index).is_some();
         if !known {
             self.drafts.push(Draft {
                 item_id: item_id.clone(),
                 output_index,
+                custom,
                 call: DraftCall::default(),
             });
         }
@@ -170,9 +224,10 @@ impl Normaliser {
             id.clone_into(&mut draft.call.id);
         }
         if let Some(name) = item["name"].as_str().filter(|s| !s.is_empty()) {
-            name.clone_into(&mut draft.call.name);
+            draft.call.name = flat_name(item["namespace"].as_str(), name);
         }
-        if let Some(arguments) = item["arguments"].as_str()
+        let payload = if custom { "input" } else { "arguments" };
+        if let Some(arguments) = item[payload].as_str()
             && (done || draft.call.arguments.is_empty())
             && !(done && arguments.is_empty())
         {
@@ -215,22 +270,36 @@ impl EventNormaliser for Normaliser {
                 }
             }
             "response.output_item.added" | "response.output_item.done"
-                if value["item"]["type"] == "function_call" =>
+                if matches!(
+                    value["item"]["type"].as_str(),
+                    Some("function_call" | "custom_tool_call")
+                ) =>
             {
                 let done = kind == "response.output_item.done";
                 self.function_item(&value["item"], output_index, done);
             }
-            "response.function_call_arguments.delta" => {
+            "response.output_item.added" | "response.output_item.done"
+                if value["item"]["type"] == "reasoning" =>
+            {
+                let done = kind == "response.output_item.done";
+                out.extend(reasoning_item(&value["item"], done).map(ProviderEvent::ReasoningItem));
+            }
+            "response.function_call_arguments.delta" | "response.custom_tool_call_input.delta" => {
                 if let (Some(draft), Some(delta)) =
                     (self.draft(item_id, output_index), value["delta"].as_str())
                 {
                     draft.call.arguments.push_str(delta);
                 }
             }
-            "response.function_call_arguments.done" => {
+            "response.function_call_arguments.done" | "response.custom_tool_call_input.done" => {
+                let field = if kind.starts_with("response.custom") {
+                    "input"
+                } else {
+                    "arguments"
+                };
                 if let (Some(draft), Some(arguments)) = (
                     self.draft(item_id, output_index),
-                    value["arguments"].as_str().filter(|a| !a.is_empty()),
+                    value[field].as_str().filter(|a| !a.is_empty()),
                 ) {
                     arguments.clone_into(&mut draft.call.arguments);
                 }
@@ -269,7 +338,12 @@ impl EventNormaliser for Normaliser {
         };
         let drafts = std::mem::take(&mut self.drafts)
             .into_iter()
-            .map(|d| d.call)
+            .map(|mut d| {
+                if d.custom {
+                    d.call.arguments = json!({"input": d.call.arguments}).to_string();
+                }
+                d.call
+            })
             .collect();
         Ok(finish_turn(reason, drafts, self.usage))
     }

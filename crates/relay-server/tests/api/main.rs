@@ -26,6 +26,8 @@ mod memory_store;
 mod metrics;
 mod operations;
 mod responses;
+mod responses_replay;
+mod responses_same_family;
 mod responses_sdk;
 mod search;
 mod security;

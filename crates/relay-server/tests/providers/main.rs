@@ -111,7 +111,11 @@ fn outcome(items: &[Result<ProviderEvent, ProviderError>]) -> Outcome {
             Ok(ProviderEvent::Text(t)) => text.push_str(t),
             Ok(ProviderEvent::Reasoning(r)) => reasoning.push_str(r),
             // A thinking block's signature or encrypted form: carried, not shown.
-            Ok(ProviderEvent::ReasoningSignature(_) | ProviderEvent::RedactedReasoning(_)) => {}
+            Ok(
+                ProviderEvent::ReasoningSignature(_)
+                | ProviderEvent::RedactedReasoning(_)
+                | ProviderEvent::ReasoningItem(_),
+            ) => {}
             other => panic!("a terminal item before the end: {other:?}"),
         }
     }

@@ -161,7 +161,8 @@ async fn leg(provider: &OpenAiProvider) -> Result<(String, bool), ProviderError>
             ProviderEvent::Finished { .. } => finished = true,
             ProviderEvent::Reasoning(_)
             | ProviderEvent::ReasoningSignature(_)
-            | ProviderEvent::RedactedReasoning(_) => {}
+            | ProviderEvent::RedactedReasoning(_)
+            | ProviderEvent::ReasoningItem(_) => {}
         }
     }
     Ok((text, finished))

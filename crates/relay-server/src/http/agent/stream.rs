@@ -204,16 +204,25 @@ impl Leg {
                 text,
                 signature: None,
                 redacted: None,
+                item: None,
             }),
             ProviderEvent::ReasoningSignature(signature) => Some(AgentEvent::Reasoning {
                 text: String::new(),
                 signature: Some(signature),
                 redacted: None,
+                item: None,
             }),
             ProviderEvent::RedactedReasoning(data) => Some(AgentEvent::Reasoning {
                 text: String::new(),
                 signature: None,
                 redacted: Some(data),
+                item: None,
+            }),
+            ProviderEvent::ReasoningItem(item) => Some(AgentEvent::Reasoning {
+                text: String::new(),
+                signature: None,
+                redacted: None,
+                item: Some(item),
             }),
             ProviderEvent::Finished {
                 finish_reason,

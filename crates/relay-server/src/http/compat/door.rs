@@ -199,6 +199,7 @@ impl Collected {
                 text,
                 signature,
                 redacted,
+                ..
             } => {
                 if let Some(data) = redacted {
                     self.thinking

@@ -64,7 +64,8 @@ pub async fn complete(
                 }
                 ProviderEvent::Reasoning(_)
                 | ProviderEvent::ReasoningSignature(_)
-                | ProviderEvent::RedactedReasoning(_) => {}
+                | ProviderEvent::RedactedReasoning(_)
+                | ProviderEvent::ReasoningItem(_) => {}
                 ProviderEvent::Finished { .. } => return Some(text),
             }
         }

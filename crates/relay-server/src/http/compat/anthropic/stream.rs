@@ -143,10 +143,12 @@ impl Answer for Writer {
                 self.open(&mut out, "text", json!({"type": "text", "text": ""}));
                 out.push(self.delta(json!({"type": "text_delta", "text": text})));
             }
+            // A Responses reasoning `item` is OpenAI's: never an Anthropic signature.
             AgentEvent::Reasoning {
                 text,
                 signature,
                 redacted,
+                ..
             } => self.reasoning(&mut out, text, signature, redacted),
             AgentEvent::Ping => out.push(event("ping", &json!({"type": "ping"}))),
             AgentEvent::Done {

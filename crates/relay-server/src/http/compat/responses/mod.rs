@@ -40,13 +40,11 @@ impl Door for Responses {
         headers: &HeaderMap,
     ) -> Result<Translated<Context>, ApiError> {
         let leg_request = request::leg_request(&request)?;
-        // Namespace and freeform tools are flattened into functions whose calls the answer maps
-        // back; an `openai_responses` provider sent the client's own body would answer in forms
-        // the leg does not carry, so such requests are translated for every provider.
-        let same_family = !request
-            .tools
-            .iter()
-            .any(|t| matches!(t["type"].as_str(), Some("namespace" | "custom")));
+        // An `openai_responses` provider always gets the client's own body: its namespaced calls
+        // come back named `{namespace}__{name}` and its `custom_tool_call`s as calls of one
+        // `input` argument (the normaliser's forms), which the same name table maps back as it
+        // does for a translated leg.
+        let same_family = true;
         let (offered, names) = tools::offer(&request.tools)?;
         let mut leg = super::leg(&leg_request, &offered, headers)?;
         leg.route = crate::usage::Route::Responses;

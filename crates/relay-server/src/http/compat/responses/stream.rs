@@ -13,13 +13,18 @@ use super::tools::{self, Names, Origin};
 use crate::error::ApiError;
 use crate::http::compat::door::Answer;
 
+mod reasoning;
+
 /// The item being streamed: its kind, id, index in `output` and its text so far.
 enum Open {
     None,
+    /// A reasoning item: the provider's own (opened by its item, with its id) or one made of
+    /// reasoning text; `part` when a summary part was opened.
     Reasoning {
         id: String,
         index: usize,
         text: String,
+        part: bool,
     },
     Message {
         id: String,
@@ -114,16 +119,18 @@ impl Writer {
     fn close(&mut self, out: &mut Vec<Bytes>) {
         match std::mem::replace(&mut self.open, Open::None) {
             Open::None => {}
-            Open::Reasoning { id, index, text } => {
-                let part = json!({"type": "summary_text", "text": text});
-                let at = json!({"item_id": id, "output_index": index, "summary_index": 0});
-                let mut done = at.clone();
-                done["text"] = json!(text);
-                self.emit(out, "response.reasoning_summary_text.done", done);
-                let mut part_done = at;
-                part_done["part"] = part.clone();
-                self.emit(out, "response.reasoning_summary_part.done", part_done);
-                let item = json!({"id": id, "type": "reasoning", "summary": [part]});
+            Open::Reasoning {
+                id,
+                index,
+                text,
+                part,
+            } => {
+                self.close_part(out, &id, index, &text, part);
+                let summary: Vec<Value> = (part || !text.is_empty())
+                    .then(|| json!({"type": "summary_text", "text": text}))
+                    .into_iter()
+                    .collect();
+                let item = json!({"id": id, "type": "reasoning", "summary": summary});
                 self.finish_item(out, index, item);
             }
             Open::Message { id, index, text } => {
@@ -177,44 +184,23 @@ impl Writer {
         }
     }
 
-    fn reasoning(&mut self, out: &mut Vec<Bytes>, piece: String) {
-        if !matches!(self.open, Open::Reasoning { .. }) {
-            self.close(out);
-            let (id, index) = (item_id("rs"), self.output.len());
-            self.emit(
-                out,
-                "response.output_item.added",
-                json!({"output_index": index,
-                "item": {"id": id, "type": "reasoning", "summary": []}}),
-            );
-            self.emit(out, "response.reasoning_summary_part.added", json!({"item_id": id,
-                "output_index": index, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}));
-            self.open = Open::Reasoning {
-                id,
-                index,
-                text: String::new(),
-            };
-        }
-        if let Open::Reasoning { id, index, text } = &mut self.open {
-            text.push_str(&piece);
-            let data =
-                json!({"item_id": id, "output_index": index, "summary_index": 0, "delta": piece});
-            self.emit(out, "response.reasoning_summary_text.delta", data);
-        }
-    }
-
     /// One call as a `function_call` (namespaced ones with their `namespace`) or, for a custom
     /// tool, a `custom_tool_call` item, streamed whole.
     fn call(&mut self, out: &mut Vec<Bytes>, call: ToolCall) {
         let index = self.output.len();
-        let (kind, done_field, delta_event, done_event, payload, mut item) = match self
-            .names
-            .origin(&call.name)
-        {
-            Origin::Custom => {
+        let origin = self.names.origin(&call.name);
+        let (kind, done_field, delta_event, done_event, payload, mut item) = match origin {
+            Origin::Custom | Origin::Namespaced { custom: true, .. } => {
                 let input = tools::custom_input(&call.arguments);
-                let item = json!({"id": item_id("ctc"), "type": "custom_tool_call",
+                let mut item = json!({"id": item_id("ctc"), "type": "custom_tool_call",
                         "status": "completed", "call_id": call.id, "name": call.name, "input": ""});
+                if let Origin::Namespaced {
+                    namespace, name, ..
+                } = origin
+                {
+                    item["name"] = json!(name);
+                    item["namespace"] = json!(namespace);
+                }
                 (
                     "input",
                     "input",
@@ -227,7 +213,10 @@ impl Writer {
             origin => {
                 let mut item = json!({"id": item_id("fc"), "type": "function_call",
                         "status": "completed", "call_id": call.id, "name": call.name, "arguments": ""});
-                if let Origin::Namespaced { namespace, name } = origin {
+                if let Origin::Namespaced {
+                    namespace, name, ..
+                } = origin
+                {
                     item["name"] = json!(name);
                     item["namespace"] = json!(namespace);
                 }
@@ -310,6 +299,9 @@ impl Answer for Writer {
             AgentEvent::Reasoning { text, .. } if !text.is_empty() => {
                 self.reasoning(&mut out, text)
             }
+            AgentEvent::Reasoning {
+                item: Some(item), ..
+            } => self.reasoning_item(&mut out, item),
             // Anthropic's signatures and redacted blocks have no place in a Responses answer.
             AgentEvent::Reasoning { .. } => {}
             AgentEvent::Ping => out.push(Bytes::from_static(b": ping\n\n")),

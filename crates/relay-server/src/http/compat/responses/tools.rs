@@ -12,14 +12,20 @@ use serde_json::{Value, json};
 use crate::error::ApiError;
 use crate::providers::ToolChoice;
 
-/// Joins a namespace and a tool's name into one function name.
-pub const NAMESPACE_SEPARATOR: &str = "__";
+/// Joins a namespace and a tool's name into one function name (the `openai_responses`
+/// normaliser names a provider's namespaced calls the same way).
+pub use crate::providers::openai_responses::NAMESPACE_SEPARATOR;
 
 /// What a function name offered to the provider stands for in the client's tools.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     Function,
-    Namespaced { namespace: String, name: String },
+    /// A namespace's sub-tool; `custom` when it is a freeform one.
+    Namespaced {
+        namespace: String,
+        name: String,
+        custom: bool,
+    },
     Custom,
 }
 
@@ -35,10 +41,7 @@ impl Names {
 
     /// The function name a client's call is sent upstream under.
     pub fn flat(namespace: Option<&str>, name: &str) -> String {
-        match namespace {
-            Some(ns) if !ns.is_empty() => format!("{ns}{NAMESPACE_SEPARATOR}{name}"),
-            _ => name.to_owned(),
-        }
+        crate::providers::openai_responses::flat_name(namespace, name)
     }
 }
 
@@ -112,15 +115,18 @@ pub fn offer(tools: &[Value]) -> Result<(Vec<ToolDef>, Names), ApiError> {
                     let at = format!("{at}.tools[{j}]");
                     let name = name_of(sub, &at)?;
                     let flat = Names::flat(Some(namespace), name);
-                    match sub["type"].as_str() {
-                        Some("custom") => defs.push(custom(sub, flat.clone())),
-                        _ => defs.push(function(sub, flat.clone(), &at)?),
+                    let is_custom = sub["type"] == "custom";
+                    if is_custom {
+                        defs.push(custom(sub, flat.clone()));
+                    } else {
+                        defs.push(function(sub, flat.clone(), &at)?);
                     }
                     names.0.insert(
                         flat,
                         Origin::Namespaced {
                             namespace: namespace.to_owned(),
                             name: name.to_owned(),
+                            custom: is_custom,
                         },
                     );
                 }
