@@ -363,7 +363,7 @@ async fn native_legs_to_an_openai_provider_read_the_cache_as_much_as_direct() {
 #[tokio::test]
 async fn signed_thinking_comes_back_unchanged_and_is_accepted_on_the_next_turn() {
     let fixture = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/anthropic/pydantic-ai__anthropic_thinking_stream.0.sse");
+        .join("tests/fixtures/anthropic/pydantic-ai__anthropic_thinking_stream.0.sse");
     let recorded = std::fs::read_to_string(fixture).unwrap();
     let signature = recorded
         .lines()
