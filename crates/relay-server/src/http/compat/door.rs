@@ -30,9 +30,6 @@ pub struct Translated<C> {
     /// `auto` or a configured model name.
     pub model: String,
     pub stream: bool,
-    /// Whether a provider of the door's own family may get the client's body as it came
-    /// (false when the door rewrote something the answer must map back, such as tool names).
-    pub same_family: bool,
     /// The door's own context for encoding the answer (tool name mappings, echoed fields).
     pub context: C,
 }
@@ -92,9 +89,7 @@ async fn run<D: Door>(
     let caller = super::caller(&state, &headers, D::API).await?;
     let request: D::Request = crate::http::extract::parse_json(&body)?;
     let mut translated = D::translate(request, &headers)?;
-    if translated.same_family {
-        translated.leg.passthrough = super::passthrough(D::FAMILY, &body, &headers)?;
-    }
+    translated.leg.passthrough = super::passthrough(D::FAMILY, &body, &headers)?;
     let opened = super::open(
         &state,
         &caller,

@@ -175,7 +175,6 @@ impl Door for Messages {
             leg,
             model: request.model,
             stream: request.stream,
-            same_family: true,
             context: (),
         })
     }

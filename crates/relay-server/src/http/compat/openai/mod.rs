@@ -206,7 +206,6 @@ impl Door for ChatCompletions {
             leg,
             model: request.model,
             stream: request.stream,
-            same_family: true,
             context: Context {
                 include_usage: request.stream_options.is_some_and(|o| o.include_usage),
             },

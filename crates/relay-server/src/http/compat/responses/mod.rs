@@ -40,11 +40,10 @@ impl Door for Responses {
         headers: &HeaderMap,
     ) -> Result<Translated<Context>, ApiError> {
         let leg_request = request::leg_request(&request)?;
-        // An `openai_responses` provider always gets the client's own body: its namespaced calls
-        // come back named `{namespace}__{name}` and its `custom_tool_call`s as calls of one
-        // `input` argument (the normaliser's forms), which the same name table maps back as it
-        // does for a translated leg.
-        let same_family = true;
+        // An `openai_responses` provider gets the client's own body (the door sets it): its
+        // namespaced calls come back named `{namespace}__{name}` and its `custom_tool_call`s as
+        // calls of one `input` argument (the normaliser's forms), which the same name table maps
+        // back as it does for a translated leg.
         let (offered, names) = tools::offer(&request.tools)?;
         let mut leg = super::leg(&leg_request, &offered, headers)?;
         leg.route = crate::usage::Route::Responses;
@@ -68,7 +67,6 @@ impl Door for Responses {
             leg,
             model: request.model,
             stream: request.stream,
-            same_family,
             context: Context {
                 names,
                 echo: Value::Object(echo),
