@@ -13,6 +13,7 @@ pub mod http;
 pub mod limits;
 pub mod metrics;
 pub mod operator;
+pub mod policy;
 pub mod providers;
 pub mod search;
 pub mod store;

@@ -20,6 +20,8 @@ pub enum ErrorCode {
     MethodNotAllowed,
     EmailTaken,
     LastAdmin,
+    /// The request body did not arrive within `[server] body_timeout_ms`.
+    RequestTimeout,
     PayloadTooLarge,
     UnsupportedMediaType,
     RateLimited,
@@ -33,7 +35,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         Self::InvalidRequest,
         Self::UnknownModel,
         Self::Unauthorized,
@@ -46,6 +48,7 @@ impl ErrorCode {
         Self::MethodNotAllowed,
         Self::EmailTaken,
         Self::LastAdmin,
+        Self::RequestTimeout,
         Self::PayloadTooLarge,
         Self::UnsupportedMediaType,
         Self::RateLimited,
@@ -68,6 +71,7 @@ impl ErrorCode {
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::EmailTaken | Self::LastAdmin => 409,
+            Self::RequestTimeout => 408,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::RateLimited => 429,
@@ -92,6 +96,7 @@ impl ErrorCode {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::EmailTaken => "email_taken",
             Self::LastAdmin => "last_admin",
+            Self::RequestTimeout => "request_timeout",
             Self::PayloadTooLarge => "payload_too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::RateLimited => "rate_limited",

@@ -182,6 +182,8 @@ async fn fill(config: &Path, records: u64) -> Result<()> {
             duration_ms: 900,
             #[allow(clippy::cast_precision_loss, reason = "a small integer")]
             cost_usd: Some(0.001 * (i % 7) as f64),
+            reservation: None,
+            estimated: false,
         });
         if batch.len() == 10_000 || i == n - 1 {
             store

@@ -26,11 +26,11 @@ pub use limits::LimitsConfig;
 pub use memory::{DEFAULT_STORE_URL, MemoryConfig};
 pub use observability::TelemetryConfig;
 pub use providers::{
-    DEFAULT_STREAMS_PER_CONNECTION, ModelConfig, ProviderConfig, ProviderKind, RoutingConfig,
+    DEFAULT_STREAMS_PER_CONNECTION, FEATURES, FREE_TIERS, ModelConfig, ProviderConfig, ProviderKind, RoutingConfig,
 };
 pub use redact::redact_url;
 pub use search::{SearchConfig, SearchKind};
-pub use server::CorsConfig;
+pub use server::{CorsConfig, ServerConfig};
 pub use usage::UsageConfig;
 
 /// Everything `relay serve` and `relay users` read.
@@ -67,6 +67,8 @@ pub struct Config {
     pub shutdown_grace_ms: u64,
     /// The usage ledger: on or off, retention and write batching.
     pub usage: UsageConfig,
+    /// Request reading and the identity providers see.
+    pub server: ServerConfig,
 }
 
 impl Default for Config {
@@ -86,6 +88,7 @@ impl Default for Config {
             shutdown_grace_ms: 10_000,
             telemetry: TelemetryConfig::default(),
             usage: UsageConfig::default(),
+            server: ServerConfig::default(),
         }
     }
 }
@@ -173,6 +176,9 @@ impl Config {
         if self.memory.max_connections == 0 {
             return bad("memory.max_connections must be at least 1".into());
         }
+        if let Some(problem) = self.server.problem() {
+            return bad(problem);
+        }
         if let Some(auth) = &self.auth {
             if auth.default_limit < -1 {
                 return bad(format!(
@@ -239,6 +245,9 @@ impl Config {
             }
             if !model_names.insert(m.name.as_str()) {
                 return bad(format!("models: the name `{}` is used twice", m.name));
+            }
+            if let Some(problem) = m.policy_problem() {
+                return bad(format!("models `{}`: {problem}", m.name));
             }
             for (key, price) in m.prices() {
                 if price.is_some_and(|p| !(p.is_finite() && p >= 0.0)) {

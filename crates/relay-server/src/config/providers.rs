@@ -90,9 +90,58 @@ pub struct ModelConfig {
     pub cache_write_price: Option<f64>,
     #[serde(default)]
     pub output_price: Option<f64>,
+    /// The pass-through policy (issue 38): what a client may ask of this model beyond a plain
+    /// call. The most output tokens one call may ask for; a larger request is clamped to it.
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
+    /// Service tiers billed above the default that clients may pick (`"priority"`); `auto`,
+    /// `default` and `flex` always pass.
+    #[serde(default)]
+    pub service_tiers: Vec<String>,
+    /// Cost multipliers per service tier (`{ priority = 2.0, flex = 0.5 }`), applied to the
+    /// prices above for a call that names the tier.
+    #[serde(default)]
+    pub tier_price_multipliers: std::collections::BTreeMap<String, f64>,
+    /// Provider-side tools the provider may run for a call on the operator's key
+    /// (`"web_search"`, `"web_fetch"`, `"code_execution"`, ...); every other one is refused.
+    #[serde(default)]
+    pub hosted_tools: Vec<String>,
+    /// Billed extras a call may ask for: `"logprobs"`, `"audio"`.
+    #[serde(default)]
+    pub features: Vec<String>,
+    /// Priced `anthropic-beta` values this model may be sent (e.g. a long-context beta), beside
+    /// the list every model gets (`[routing] anthropic_betas` and the built-in defaults).
+    #[serde(default)]
+    pub anthropic_betas: Vec<String>,
 }
 
+/// The tiers a call may name without the model's say: `priority` is billed higher and must be allowed.
+pub const FREE_TIERS: [&str; 3] = ["auto", "default", "flex"];
+/// The billed extras `features` may name.
+pub const FEATURES: [&str; 2] = ["logprobs", "audio"];
+
 impl ModelConfig {
+    /// What is wrong with the model's pass-through policy keys, if anything.
+    pub fn policy_problem(&self) -> Option<String> {
+        if self.max_output_tokens == Some(0) {
+            return Some("max_output_tokens must be at least 1".into());
+        }
+        if let Some(f) = self.features.iter().find(|f| !FEATURES.contains(&f.as_str())) {
+            return Some(format!("features: `{f}` is not one of {}", FEATURES.join(", ")));
+        }
+        if let Some(t) = self.hosted_tools.iter().find(|t| t.trim().is_empty()) {
+            return Some(format!("hosted_tools: `{t}` is not a tool name"));
+        }
+        if let Some((tier, m)) = self
+            .tier_price_multipliers
+            .iter()
+            .find(|(_, m)| !(m.is_finite() && **m >= 0.0))
+        {
+            return Some(format!("tier_price_multipliers.{tier}: {m} is not a multiplier of at least 0"));
+        }
+        None
+    }
+
     /// The price keys and their values, for validation.
     pub fn prices(&self) -> [(&'static str, Option<f64>); 4] {
         [
@@ -124,6 +173,9 @@ pub struct RoutingConfig {
     /// The most one line, or one event, of a provider's event stream may hold (bytes); past it
     /// the leg ends with an `upstream_event_too_large` error and the buffer is freed.
     pub max_event_bytes: u64,
+    /// `anthropic-beta` values passed to `anthropic` providers beside the built-in list (the
+    /// betas Claude Code and the SDKs send for features Relay supports); any other is dropped.
+    pub anthropic_betas: Vec<String>,
 }
 
 impl Default for RoutingConfig {
@@ -136,6 +188,7 @@ impl Default for RoutingConfig {
             ping_interval_ms: 15_000,
             retries: 1,
             max_event_bytes: 4 * 1024 * 1024,
+            anthropic_betas: Vec::new(),
         }
     }
 }

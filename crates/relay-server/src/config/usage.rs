@@ -16,6 +16,9 @@ pub struct UsageConfig {
     pub batch_size: usize,
     /// ...or this long after its first record arrived, whichever comes first.
     pub flush_ms: u64,
+    /// After a client leaves a streamed call, the provider's stream is read this much longer
+    /// for its final usage (the tokens it counted are recorded, not an estimate); 0 stops at once.
+    pub drain_ms: u64,
 }
 
 impl Default for UsageConfig {
@@ -25,6 +28,7 @@ impl Default for UsageConfig {
             retention_days: 90,
             batch_size: 256,
             flush_ms: 200,
+            drain_ms: 5_000,
         }
     }
 }
@@ -48,6 +52,9 @@ impl UsageConfig {
         }
         if self.batch_size == 0 || self.batch_size > 10_000 {
             return Some("usage.batch_size must be between 1 and 10000".into());
+        }
+        if self.drain_ms > 120_000 {
+            return Some("usage.drain_ms must be at most 120000".into());
         }
         if self.flush_ms == 0 || self.flush_ms > 60_000 {
             return Some("usage.flush_ms must be between 1 and 60000".into());

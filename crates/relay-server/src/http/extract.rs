@@ -156,3 +156,15 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
         ))
     }
 }
+
+/// The longest client `x-request-id` kept; longer ones are cut.
+const REQUEST_ID_MAX: usize = 128;
+
+/// A client's `x-request-id` as Relay stores and echoes it: visible ASCII only (anything else
+/// becomes `_`), at most 128 characters.
+pub fn request_id(raw: &str) -> String {
+    raw.chars()
+        .take(REQUEST_ID_MAX)
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .collect()
+}

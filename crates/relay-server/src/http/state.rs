@@ -36,6 +36,8 @@ struct Inner {
     /// Cancelled when the shutdown grace period is over: open legs end with an `error` line.
     legs_stop: tokio_util::sync::CancellationToken,
     ledger: crate::usage::Ledger,
+    /// `[server] identity_secret`, else the one stored on first start (`identity`).
+    identity_secret: tokio::sync::OnceCell<String>,
 }
 
 impl AppState {
@@ -94,7 +96,31 @@ impl AppState {
             search,
             legs_stop: tokio_util::sync::CancellationToken::new(),
             ledger,
+            identity_secret: tokio::sync::OnceCell::new(),
         })))
+    }
+
+    /// The identifier providers see for an account (`policy::Identity`), keyed by
+    /// `[server] identity_secret` or, without one, by a secret generated on first start and
+    /// kept in the store so that every instance sends the same.
+    pub async fn identity(&self, user_id: &str) -> Result<crate::policy::Identity, crate::error::ApiError> {
+        let secret = self
+            .0
+            .identity_secret
+            .get_or_try_init(|| async {
+                match &self.0.config.server.identity_secret {
+                    Some(secret) => Ok(secret.clone()),
+                    None => {
+                        let fresh = format!("{:032x}{:032x}", rand::random::<u128>(), rand::random::<u128>());
+                        self.ledger()
+                            .store()
+                            .setting_or_init("identity_secret", &fresh)
+                            .await
+                    }
+                }
+            })
+            .await?;
+        Ok(crate::policy::Identity::of(secret, user_id))
     }
 
     pub fn config(&self) -> &Config {

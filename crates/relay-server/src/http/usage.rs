@@ -88,6 +88,9 @@ pub struct LegItem {
     pub ttfb_ms: i64,
     pub duration_ms: i64,
     pub cost_usd: Option<f64>,
+    /// The tokens are Relay's estimate: the provider's own count never arrived (the client left
+    /// early, or the call failed after output).
+    pub estimated: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -211,6 +214,7 @@ fn item(l: StoredLeg) -> LegItem {
         ttfb_ms: r.ttfb_ms,
         duration_ms: r.duration_ms,
         cost_usd: r.cost_usd,
+        estimated: r.estimated,
     }
 }
 

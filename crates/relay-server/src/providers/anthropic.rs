@@ -297,6 +297,21 @@ impl Normaliser {
         Self::default()
     }
 
+    /// The counts so far. Anthropic counts cache reads and writes apart from `input_tokens`;
+    /// Relay's input is the whole prompt, like OpenAI's `prompt_tokens`.
+    fn usage(&self) -> Usage {
+        Usage {
+            input_tokens: self
+                .input_tokens
+                .saturating_add(self.cache_read.unwrap_or(0))
+                .saturating_add(self.cache_creation),
+            output_tokens: self.output_tokens,
+            cached_input_tokens: self.cache_read,
+            cache_write_tokens: (self.cache_creation > 0).then_some(self.cache_creation),
+            reasoning_tokens: None,
+        }
+    }
+
     /// Counts are cumulative: a later report replaces an earlier one, field by field.
     fn take_usage(&mut self, usage: WireUsage) {
         if let Some(n) = usage.input_tokens {
@@ -382,12 +397,10 @@ impl EventNormaliser for Normaliser {
         let kind = parsed.kind.as_deref().unwrap_or(event);
         let index = parsed.index.unwrap_or(0);
         let out = match kind {
-            "message_start" => {
-                if let Some(usage) = parsed.message.and_then(|m| m.usage) {
-                    self.take_usage(usage);
-                }
-                None
-            }
+            "message_start" => parsed.message.and_then(|m| m.usage).map(|usage| {
+                self.take_usage(usage);
+                ProviderEvent::UsageSoFar(self.usage())
+            }),
             "content_block_start" => parsed
                 .content_block
                 .as_ref()
@@ -441,15 +454,7 @@ impl EventNormaliser for Normaliser {
                 call.arguments = initial;
             }
         }
-        // Anthropic counts cache reads and writes apart from `input_tokens`; Relay's
-        // input is the whole prompt, like OpenAI's `prompt_tokens`.
-        let usage = Usage {
-            input_tokens: self.input_tokens + self.cache_read.unwrap_or(0) + self.cache_creation,
-            output_tokens: self.output_tokens,
-            cached_input_tokens: self.cache_read,
-            cache_write_tokens: (self.cache_creation > 0).then_some(self.cache_creation),
-            reasoning_tokens: None,
-        };
+        let usage = self.usage();
         Ok(finish_turn(reason, std::mem::take(&mut self.calls), usage))
     }
 

@@ -160,6 +160,9 @@ pub enum ProviderEvent {
         tool_calls: Vec<ToolCall>,
         usage: Usage,
     },
+    /// The provider's count so far, before the finish (Anthropic's `message_start` carries the
+    /// prompt's tokens): what a leg that ends early records instead of an estimate.
+    UsageSoFar(Usage),
 }
 
 /// A provider failure. `Display` never includes a key, a URL or an upstream body.

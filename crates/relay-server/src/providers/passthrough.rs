@@ -9,27 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::ChatRequest;
 
-/// The API a client spoke at Relay's door.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    /// Anthropic Messages (`POST /v1/messages`).
-    Messages,
-    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
-    ChatCompletions,
-    /// OpenAI Responses (`POST /v1/responses`).
-    Responses,
-}
-
-impl Family {
-    /// The provider kind (`Provider::kind`) that speaks this family natively.
-    pub fn provider_kind(self) -> &'static str {
-        match self {
-            Self::Messages => "anthropic",
-            Self::ChatCompletions => "openai",
-            Self::Responses => "openai_responses",
-        }
-    }
-}
+pub use crate::policy::Family;
 
 /// What a same-family provider is sent instead of a translation.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,6 +116,9 @@ pub fn messages_body(request: &ChatRequest, translated: Value) -> Value {
             let mut body = client.clone();
             body.insert("model".into(), Value::String(request.model.clone()));
             body.insert("stream".into(), Value::Bool(true));
+            if let Some(cap) = request.max_tokens {
+                crate::policy::clamp_output(&mut body, cap, "max_tokens");
+            }
             drop_unsigned_thinking(&mut body);
             body
         }
@@ -196,6 +179,11 @@ pub fn chat_body(request: &ChatRequest, translated: Value, base_url: &str) -> Va
     let mut body = client.clone();
     body.insert("model".into(), Value::String(request.model.clone()));
     body.insert("stream".into(), Value::Bool(true));
+    if let Some(cap) = request.max_tokens {
+        // OpenAI's own API takes the newer field; compatible servers know the older one.
+        let field = if send_key { "max_completion_tokens" } else { "max_tokens" };
+        crate::policy::clamp_output(&mut body, cap, field);
+    }
     let options = body.entry("stream_options").or_insert_with(|| json!({}));
     if let Some(options) = options.as_object_mut() {
         options.insert("include_usage".into(), Value::Bool(true));
@@ -228,6 +216,9 @@ pub fn responses_body(request: &ChatRequest, translated: Value, base_url: &str) 
     let mut body = client.clone();
     body.insert("model".into(), Value::String(request.model.clone()));
     body.insert("stream".into(), Value::Bool(true));
+    if let Some(cap) = request.max_tokens {
+        crate::policy::clamp_output(&mut body, cap, "max_output_tokens");
+    }
     if let Some(notes) = request.notes.as_deref() {
         let instructions = match body.get("instructions").and_then(Value::as_str) {
             Some(s) if !s.is_empty() => format!("{s}\n\n{notes}"),

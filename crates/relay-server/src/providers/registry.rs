@@ -22,6 +22,8 @@ pub struct ModelEntry {
     pub upstream: String,
     pub provider_name: String,
     pub provider: Arc<dyn Provider>,
+    /// What a client may ask of this model beyond a plain call (`policy`).
+    pub policy: crate::policy::ModelPolicy,
 }
 
 /// Every model, the `auto` chain, and the suggestion model.
@@ -113,6 +115,7 @@ impl Models {
                 upstream: m.upstream.clone(),
                 provider_name: m.provider.clone(),
                 provider,
+                policy: crate::policy::ModelPolicy::of(m),
             }));
         }
         let find = |name: &str| entries.iter().find(|e| e.name == name).cloned();

@@ -49,6 +49,34 @@ pub struct LegRecord {
     pub ttfb_ms: i64,
     pub duration_ms: i64,
     pub cost_usd: Option<f64>,
+    /// The budget reservation the leg held (`Reservation::id`), settled when the record is
+    /// written, in the same transaction that counts its tokens.
+    pub reservation: Option<String>,
+    /// The tokens are Relay's estimate (the provider's count never arrived), not the provider's.
+    pub estimated: bool,
+}
+
+/// Tokens a leg holds against its account's monthly budget from admission to its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    pub id: String,
+    pub user_id: String,
+    /// `YYYYMM`.
+    pub month: i64,
+    pub tokens: i64,
+    /// Unix seconds after which the row no longer counts (its leg cannot still be running).
+    pub expires_at: i64,
+}
+
+/// One account's budget this month, as admission reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MonthState {
+    /// The account's own budget; `None` follows the default.
+    pub own_budget: Option<i64>,
+    /// Tokens the written records counted.
+    pub used: i64,
+    /// Tokens live reservations hold.
+    pub reserved: i64,
 }
 
 impl LegRecord {
@@ -156,8 +184,19 @@ pub trait UsageStore: Send + Sync {
     async fn set_budget(&self, user_id: &str, token_budget: i64) -> StoreResult<()>;
     /// Deletes an account's records (erasure); the month counts and budget stay unless `counters`.
     async fn delete_user_legs(&self, user_id: &str, counters: bool) -> StoreResult<u64>;
-    /// Deletes records older than `before` (Unix seconds).
+    /// Deletes records older than `before` (Unix seconds), and expired reservations.
     async fn prune(&self, before: i64) -> StoreResult<u64>;
+    /// The account's own budget, its tokens in `month` and what its live reservations (those
+    /// not expired at `now`) hold, in one read.
+    async fn month_state(&self, user_id: &str, month: i64, now: i64) -> StoreResult<MonthState>;
+    /// Stores `reservation` if the month's tokens, the live reservations and it together stay
+    /// within `budget`, atomically across instances; `false` when it does not fit.
+    async fn reserve(&self, reservation: &Reservation, budget: i64, now: i64) -> StoreResult<bool>;
+    /// Drops a reservation whose leg left no record.
+    async fn release(&self, id: &str) -> StoreResult<()>;
+    /// The stored value of a setting, storing `value` first if there is none (every instance
+    /// gets the first one stored).
+    async fn setting_or_init(&self, key: &str, value: &str) -> StoreResult<String>;
 }
 
 #[cfg(test)]

@@ -94,9 +94,14 @@ impl Ledger {
         model: &crate::providers::registry::ModelEntry,
         status: &'static str,
         usage: Option<&crate::providers::Usage>,
+        estimated: bool,
     ) {
-        let prices = self.prices.get(&model.name);
-        self.record(facts.record(&model.name, &model.provider_name, status, usage, prices));
+        let prices = self.prices.get(&model.name).map(|p| {
+            p.scaled(model.policy.tier_multiplier(facts.service_tier.as_deref()))
+        });
+        let mut record = facts.record(&model.name, &model.provider_name, status, usage, prices.as_ref());
+        record.estimated = estimated;
+        self.record(record);
     }
 
     /// Queues a leg's record; never waits.
@@ -111,10 +116,26 @@ impl Ledger {
                 .inc_by(cost);
         }
         if !self.recording {
+            self.release(record.reservation);
             return;
         }
         if let Err(e) = self.records.try_send(record) {
             tracing::error!(error = %e, "the usage ledger's queue is full or closed: a leg's record is lost");
+        }
+    }
+
+    /// Drops a budget reservation whose leg leaves no record (it failed before any output, or
+    /// it was refunded and the provider reported nothing); off the caller's path.
+    pub fn release(&self, reservation: Option<String>) {
+        let Some(id) = reservation else { return };
+        let store = self.store.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = store.release(&id).await {
+                    // It expires by itself (`budget::RESERVATION_TTL_SECS`).
+                    tracing::warn!(error = %e, "could not release a budget reservation");
+                }
+            });
         }
     }
 

@@ -58,6 +58,16 @@ impl Prices {
         })
     }
 
+    /// Every price times `factor` (a service tier's multiplier).
+    pub fn scaled(&self, factor: f64) -> Self {
+        Self {
+            input: self.input * factor,
+            cached_input: self.cached_input * factor,
+            cache_write: self.cache_write * factor,
+            output: self.output * factor,
+        }
+    }
+
     /// (input − cached − cache write) × input + cached × cached + cache write × cache write +
     /// output × output, per million tokens.
     pub fn cost(&self, input: i64, cached: i64, cache_write: i64, output: i64) -> f64 {
@@ -102,6 +112,12 @@ pub struct LegFacts {
     pub project_id: Option<String>,
     pub arrived: Instant,
     pub ttfb_ms: i64,
+    /// The budget reservation the leg holds (`budget::reserve`), settled by its record.
+    pub reservation: Option<String>,
+    /// The service tier the client asked for, which may price the call differently.
+    pub service_tier: Option<String>,
+    /// The prompt's estimated size in tokens, recorded when the provider's own count never came.
+    pub prompt_estimate: u64,
 }
 
 impl LegFacts {
@@ -138,6 +154,8 @@ impl LegFacts {
             ttfb_ms: self.ttfb_ms,
             duration_ms: i64::try_from(self.arrived.elapsed().as_millis()).unwrap_or(i64::MAX),
             cost_usd: prices.map(|p| p.cost(input, cached, cache_write, output)),
+            reservation: self.reservation.clone(),
+            estimated: false,
         }
     }
 }

@@ -24,6 +24,7 @@ mod malformed_calls;
 mod memory;
 mod memory_store;
 mod metrics;
+mod policy;
 mod operations;
 mod responses;
 mod responses_replay;

@@ -350,6 +350,8 @@ async fn records_past_the_retention_are_pruned() {
         ttfb_ms: 1,
         duration_ms: 2,
         cost_usd: None,
+        reservation: None,
+        estimated: false,
     };
     let store = app.state.ledger().store();
     store

@@ -164,6 +164,8 @@ async fn the_daily_rollup_migration_sums_the_records_already_stored() {
         ttfb_ms: 1,
         duration_ms: 2,
         cost_usd: Some(0.5),
+        reservation: None,
+        estimated: false,
     };
     let query = UsageQuery {
         user_id: Some("u1".into()),

@@ -64,6 +64,7 @@ pub async fn stream_leg(
     Json(body): Json<AgentRequest>,
 ) -> ApiResult<Response> {
     let arrived = Instant::now();
+    gate(&state, &caller).await?;
     let leg = request::validate(&body)?;
     let request_id = headers
         .get("x-request-id")
@@ -110,16 +111,27 @@ pub async fn open_leg(
             "no model is configured for auto",
         ));
     }
-    state.limits().agent.check(caller.user_id()).await?;
-    crate::usage::budget::check(
+    // The output a call may produce: the client's own cap, within the models' caps and (below)
+    // what the account's token budget has left, which the leg reserves before it runs.
+    leg.max_tokens = min_cap(
+        leg.max_tokens,
+        chain.iter().filter_map(|m| m.policy.max_output_tokens).min(),
+    );
+    let hold = crate::usage::budget::reserve(
         state.ledger().store().as_ref(),
         state.default_token_budget(),
         match caller {
             Caller::User(user) => Some(user.id.as_str()),
             Caller::Local => None,
         },
+        leg.prompt_estimate,
+        leg.max_tokens,
     )
     .await?;
+    if let Some(hold) = &hold {
+        leg.max_tokens = min_cap(leg.max_tokens, Some(hold.output_cap));
+    }
+    let reservation = hold.map(|h| h.reservation.id);
     // Admission (a write) and the note lookup (reads) go to the store side by side: a leg waits
     // for the slower of the two, not for both. A refused leg's notes are thrown away.
     let admission = quota::Quota::admit(state, caller);
@@ -129,11 +141,20 @@ pub async fn open_leg(
         relay.project_id = leg.project_id.as_ref().map_or("", ProjectId::as_str)
     ));
     let (quota, injected) = tokio::join!(admission, lookup);
-    let quota = quota?;
+    let quota = match quota {
+        Ok(quota) => quota,
+        Err(e) => {
+            state.ledger().release(reservation);
+            return Err(e);
+        }
+    };
     open::open(
         state.clone(),
         caller.user_id(),
-        request_id,
+        open::Admitted {
+            request_id: crate::http::extract::request_id(&request_id),
+            reservation,
+        },
         chain,
         leg,
         injected,
@@ -141,6 +162,37 @@ pub async fn open_leg(
         arrived,
     )
     .await
+}
+
+/// The smaller of two output caps, either of which may be absent.
+fn min_cap(a: Option<u32>, b: Option<u32>) -> Option<u32> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What a caller must pass before Relay reads a leg's body: its rate limit, a budget not used
+/// up and (for an account) a unit of quota left. Cheap reads: the unit itself is taken at
+/// admission, after the body is parsed and validated.
+pub async fn gate(state: &AppState, caller: &Caller) -> ApiResult<()> {
+    state.limits().agent.check(caller.user_id()).await?;
+    if let Caller::User(user) = caller {
+        if !user.unlimited() && user.remaining() <= 0 {
+            state.metrics().quota_refusals.inc();
+            return Err(ApiError::new(
+                ErrorCode::QuotaExceeded,
+                "the account's quota is used up; ask an operator to raise it",
+            ));
+        }
+        crate::usage::budget::check(
+            state.ledger().store().as_ref(),
+            state.default_token_budget(),
+            Some(user.id.as_str()),
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

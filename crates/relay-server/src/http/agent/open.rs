@@ -40,13 +40,21 @@ pub struct Opened {
     pub refunded_if_failed: Arc<AtomicBool>,
 }
 
+/// What admission gave the leg besides its quota unit.
+pub struct Admitted {
+    /// The client's request id, sanitised.
+    pub request_id: String,
+    /// The budget reservation the leg holds, if its account has a budget.
+    pub reservation: Option<String>,
+}
+
 /// Tries the chain until a model produces its first output; the caller encodes the events
 /// (NDJSON for a leg, the compatible endpoints' own formats for theirs).
 #[allow(clippy::too_many_arguments, reason = "the leg's parts, each used once")]
 pub async fn open(
     state: AppState,
     user_id: &str,
-    request_id: String,
+    admitted: Admitted,
     chain: Vec<Arc<ModelEntry>>,
     leg: ValidLeg,
     notes: Vec<Note>,
@@ -59,6 +67,10 @@ pub async fn open(
     let block = inject::block(&notes);
     let history_ids = history_call_ids(&leg);
     let refunded_if_failed = Arc::new(AtomicBool::new(false));
+    let Admitted {
+        request_id,
+        reservation,
+    } = admitted;
     let mut facts = LegFacts {
         user_id: user_id.to_owned(),
         request_id: request_id.clone(),
@@ -66,6 +78,9 @@ pub async fn open(
         project_id: leg.project_id.as_ref().map(|p| p.as_str().to_owned()),
         arrived,
         ttfb_ms: 0,
+        reservation,
+        service_tier: leg.service_tier.clone(),
+        prompt_estimate: leg.prompt_estimate,
     };
     state
         .metrics()
@@ -96,7 +111,7 @@ pub async fn open(
             }
             drop(span);
             match tried {
-                Ok((events, first)) => {
+                Ok((events, first, counted)) => {
                     state
                         .metrics()
                         .upstream_first_output
@@ -129,6 +144,7 @@ pub async fn open(
                             Opening {
                                 start,
                                 first,
+                                counted,
                                 events,
                             },
                             idle,
@@ -156,6 +172,7 @@ pub async fn open(
         }
     }
     quota.refund().await;
+    state.ledger().release(facts.reservation.take());
     let model = chain.first().map_or("none", |m| m.name.as_str());
     state.metrics().leg(model, "failed");
     Err(match last_error {
@@ -204,17 +221,25 @@ async fn first_output(
     model: &ModelEntry,
     request: crate::providers::ChatRequest,
     idle: Duration,
-) -> Result<(EventStream, ProviderEvent), ProviderError> {
+) -> Result<(EventStream, ProviderEvent, Option<crate::providers::Usage>), ProviderError> {
     let mut events = tokio::time::timeout(idle, model.provider.stream(request))
         .await
         .map_err(|_| ProviderError::IdleTimeout)??;
-    match tokio::time::timeout(idle, events.next()).await {
-        Err(_) => Err(ProviderError::IdleTimeout),
-        Ok(None) => Err(ProviderError::Protocol(
-            "the stream ended before any output".into(),
-        )),
-        Ok(Some(Err(e))) => Err(e),
-        Ok(Some(Ok(first))) => Ok((events, first)),
+    // An early count is not output: the model is decided (and a failure still falls back) by
+    // the first piece of the answer; the count goes with it.
+    let mut counted = None;
+    loop {
+        match tokio::time::timeout(idle, events.next()).await {
+            Err(_) => return Err(ProviderError::IdleTimeout),
+            Ok(None) => {
+                return Err(ProviderError::Protocol(
+                    "the stream ended before any output".into(),
+                ));
+            }
+            Ok(Some(Err(e))) => return Err(e),
+            Ok(Some(Ok(ProviderEvent::UsageSoFar(usage)))) => counted = Some(usage),
+            Ok(Some(Ok(first))) => return Ok((events, first, counted)),
+        }
     }
 }
 

@@ -36,6 +36,11 @@ pub struct ValidLeg {
     pub cache_key: Option<String>,
     /// The door the leg came in by, for its usage record; each door sets its own.
     pub route: crate::usage::Route,
+    /// The prompt's size in tokens before the provider counts it (budget reservations, and the
+    /// record of a leg whose provider never reported its usage).
+    pub prompt_estimate: u64,
+    /// The service tier a compatible client asked for (priced per `[[models]]`).
+    pub service_tier: Option<String>,
 }
 
 impl ValidLeg {
@@ -216,6 +221,7 @@ pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
         .into_iter()
         .map(spec)
         .collect();
+    let prompt_estimate = estimate_tokens(&system, &messages);
     Ok(ValidLeg {
         system: (!system.is_empty()).then(|| system.join("\n\n")),
         messages,
@@ -229,6 +235,8 @@ pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
         passthrough: None,
         cache_key: None,
         route: crate::usage::Route::Agent,
+        prompt_estimate,
+        service_tier: None,
     })
 }
 
@@ -278,4 +286,26 @@ mod tests {
         ]}));
         assert!(validate(&orphan).unwrap_err().message.contains("c9"));
     }
+}
+
+/// About four characters a token over the system text and the messages' text and arguments.
+fn estimate_tokens(system: &[String], messages: &[ChatMessage]) -> u64 {
+    let chars: usize = system.iter().map(String::len).sum::<usize>()
+        + messages
+            .iter()
+            .map(|m| match m {
+                ChatMessage::User { content } | ChatMessage::Tool { content, .. } => content.len(),
+                ChatMessage::Assistant {
+                    content,
+                    tool_calls,
+                } => {
+                    content.len()
+                        + tool_calls
+                            .iter()
+                            .map(|c| c.arguments.len() + c.name.len())
+                            .sum::<usize>()
+                }
+            })
+            .sum::<usize>();
+    (chars as u64).div_ceil(4)
 }

@@ -27,6 +27,8 @@ use crate::usage::LegFacts;
 pub(super) struct Opening {
     pub(super) start: AgentEvent,
     pub(super) first: ProviderEvent,
+    /// The provider's count before the first output, if it sent one.
+    pub(super) counted: Option<Usage>,
     pub(super) events: EventStream,
 }
 
@@ -43,6 +45,7 @@ pub(super) fn events_of(
     let Opening {
         start,
         first,
+        counted,
         events,
     } = opening;
     state.metrics().active_streams.inc();
@@ -80,6 +83,8 @@ pub(super) fn events_of(
         facts,
         status: None,
         usage: None,
+        counted,
+        streamed_bytes: 0,
     };
     Box::pin(futures::stream::unfold(leg, |mut leg| async move {
         let event = leg.next_event().await?;
@@ -128,6 +133,11 @@ struct Leg {
     facts: LegFacts,
     status: Option<&'static str>,
     usage: Option<Usage>,
+    /// The provider's count before its finish (the prompt's tokens, from Anthropic's
+    /// `message_start`): recorded if the finish never comes.
+    counted: Option<Usage>,
+    /// The answer's bytes streamed so far, for the estimate of a leg that ends early.
+    streamed_bytes: usize,
 }
 
 impl Drop for Leg {
@@ -136,8 +146,29 @@ impl Drop for Leg {
         // before the active count drops, so a leg no longer counted has its record queued.
         let status = self.status.unwrap_or("cancelled");
         let refunded = status == "error" && self.refunded_if_failed.load(Ordering::Relaxed);
-        if !refunded {
-            (self.state.ledger()).leg_ended(&self.facts, &self.model, status, self.usage.as_ref());
+        let ending = Ending {
+            status,
+            refunded,
+            usage: self.usage,
+            counted: self.counted,
+            streamed_bytes: self.streamed_bytes,
+        };
+        let drain = Duration::from_millis(self.state.config().usage.drain_ms);
+        if !self.finished && ending.usage.is_none() && !drain.is_zero() {
+            // The client left before the provider's final count: read on for it a bounded
+            // time, off the client's path (the provider's tokens are billed either way).
+            let events = std::mem::replace(&mut self.events, Box::pin(futures::stream::empty()));
+            let (state, model, facts) = (self.state.clone(), self.model.clone(), self.facts.clone());
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let ending = ending.drained(events, drain).await;
+                    ending.record(&state, &model, &facts);
+                });
+            } else {
+                ending.record(&self.state, &self.model, &self.facts);
+            }
+        } else {
+            ending.record(&self.state, &self.model, &self.facts);
         }
         let metrics = self.state.metrics();
         metrics.active_streams.dec();
@@ -145,6 +176,62 @@ impl Drop for Leg {
             metrics.leg(&self.model.name, "cancelled");
             self.span.record("relay.outcome", "cancelled");
         }
+    }
+}
+
+/// How a leg ended, for its record: the provider's final usage when it came, else its early
+/// count, else Relay's estimate (marked as one).
+struct Ending {
+    status: &'static str,
+    /// A whole answer that failed gives its unit back; tokens the provider reported still count.
+    refunded: bool,
+    usage: Option<Usage>,
+    counted: Option<Usage>,
+    streamed_bytes: usize,
+}
+
+impl Ending {
+    /// Reads the rest of an abandoned stream for at most `drain`, keeping the last count seen.
+    async fn drained(mut self, mut events: EventStream, drain: Duration) -> Self {
+        let deadline = tokio::time::Instant::now() + drain;
+        while let Ok(Some(Ok(event))) = tokio::time::timeout_at(deadline, events.next()).await {
+            match event {
+                ProviderEvent::Finished { usage, .. } => {
+                    self.usage = Some(usage);
+                    break;
+                }
+                ProviderEvent::UsageSoFar(usage) => self.counted = Some(usage),
+                _ => {}
+            }
+        }
+        self
+    }
+
+    fn record(self, state: &AppState, model: &ModelEntry, facts: &LegFacts) {
+        let ledger = state.ledger();
+        if let Some(usage) = self.usage {
+            ledger.leg_ended(facts, model, self.status, Some(&usage), false);
+            return;
+        }
+        // Output streamed so far, at about four bytes a token.
+        let streamed = (self.streamed_bytes as u64).div_ceil(4);
+        let estimate = match self.counted {
+            Some(counted) => Usage {
+                output_tokens: counted.output_tokens.max(streamed),
+                ..counted
+            },
+            None if self.refunded => {
+                // Nothing the provider reported: the refunded call leaves no record.
+                ledger.release(facts.reservation.clone());
+                return;
+            }
+            None => Usage {
+                input_tokens: facts.prompt_estimate,
+                output_tokens: streamed,
+                ..Usage::default()
+            },
+        };
+        ledger.leg_ended(facts, model, self.status, Some(&estimate), true);
     }
 }
 
@@ -199,13 +286,23 @@ impl Leg {
     /// The wire event for a provider event; `None` for nothing to send (an empty piece).
     fn translate(&mut self, event: ProviderEvent) -> Option<AgentEvent> {
         match event {
-            ProviderEvent::Text(text) => (!text.is_empty()).then_some(AgentEvent::Text { text }),
-            ProviderEvent::Reasoning(text) => (!text.is_empty()).then_some(AgentEvent::Reasoning {
-                text,
-                signature: None,
-                redacted: None,
-                item: None,
-            }),
+            ProviderEvent::UsageSoFar(usage) => {
+                self.counted = Some(usage);
+                None
+            }
+            ProviderEvent::Text(text) => {
+                self.streamed_bytes += text.len();
+                (!text.is_empty()).then_some(AgentEvent::Text { text })
+            }
+            ProviderEvent::Reasoning(text) => {
+                self.streamed_bytes += text.len();
+                (!text.is_empty()).then_some(AgentEvent::Reasoning {
+                    text,
+                    signature: None,
+                    redacted: None,
+                    item: None,
+                })
+            }
             ProviderEvent::ReasoningSignature(signature) => Some(AgentEvent::Reasoning {
                 text: String::new(),
                 signature: Some(signature),

@@ -2,7 +2,8 @@
 //! translation: a new inbound API is a `Door` (parse and translate its request, encode a leg's
 //! events in its own wire format) and nothing else.
 //!
-//! The sequence: the caller (401 before anything is read), the body parsed as the API's request,
+//! The sequence: the caller, its rate limit, budget and quota (all before the body is read), the
+//! body read within `[server] body_timeout_ms` and parsed once, the pass-through policy (`policy`),
 //! the request translated into a validated leg (400 naming the field), the leg opened through
 //! routing, fallback, rate limit, quota and notes (`agent::open_leg`, which refunds the unit when
 //! no model answers), then the answer streamed as SSE or collected whole, with the notes receipt.
@@ -10,13 +11,13 @@
 
 use std::time::Instant;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use futures::StreamExt;
 use relay_wire::agent::{AgentEvent, FinishReason, ToolCall, Usage};
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::{Api, errors};
 use crate::error::ApiError;
@@ -74,22 +75,45 @@ pub trait Answer: Send + 'static {
 }
 
 /// Serves one request through `D`: the handler of a compatible route is this call.
-pub async fn serve<D: Door>(state: AppState, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn serve<D: Door>(state: AppState, headers: HeaderMap, body: Body) -> Response {
     run::<D>(state, headers, body)
         .await
         .unwrap_or_else(|e| errors::respond(D::API, e))
 }
 
-async fn run<D: Door>(
-    state: AppState,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+async fn run<D: Door>(state: AppState, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     let arrived = Instant::now();
+    // Who pays is settled before a byte of the body is read: an unauthenticated, rate-limited
+    // or spent caller costs Relay no upload (issue 38).
     let caller = super::caller(&state, &headers, D::API).await?;
-    let request: D::Request = crate::http::extract::parse_json(&body)?;
+    crate::http::agent::gate(&state, &caller).await?;
+    let body = super::read_body(&state, body).await?;
+    // Parsed once, as a map: the door's request type is read from it, and the same map is the
+    // client's body a same-family provider gets.
+    let mut client: Map<String, Value> = crate::http::extract::parse_json(&body)?;
+    let prompt_estimate = super::prompt_estimate(body.len());
+    drop(body);
+    // The policy sees the client's body before the door reads it: a field Relay refuses is
+    // named as such, not as something the door cannot translate.
+    let chain = super::chain(&state, client.get("model").and_then(Value::as_str));
+    let policies: Vec<&crate::policy::ModelPolicy> = chain.iter().map(|m| &m.policy).collect();
+    let policy = crate::policy::Chain(&policies);
+    super::apply_policy(&state, &caller, D::FAMILY, &mut client, policy).await?;
+    let request: D::Request = super::from_map(&client)?;
     let mut translated = D::translate(request, &headers)?;
-    translated.leg.passthrough = super::passthrough(D::FAMILY, &body, &headers)?;
+    translated.leg.prompt_estimate = prompt_estimate;
+    translated.leg.service_tier = client
+        .get("service_tier")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    translated.leg.passthrough = Some(super::passthrough(
+        &state,
+        D::FAMILY,
+        client,
+        &headers,
+        policy,
+    ));
+    drop(policies);
     let opened = super::open(
         &state,
         &caller,

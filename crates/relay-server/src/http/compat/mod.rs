@@ -15,22 +15,27 @@ pub mod openai;
 pub mod responses;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use relay_wire::ErrorCode;
 use relay_wire::agent::AgentRequest;
 use relay_wire::tools::ToolDef;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
 
 use crate::accounts::Caller;
 use crate::domain::ProjectId;
 use crate::error::ApiError;
 use crate::http::agent::{self, Opened};
 use crate::http::state::AppState;
+use crate::policy;
 use crate::providers::ToolSpec;
+use crate::providers::registry::ModelEntry;
 use crate::providers::passthrough::{Family, Passthrough};
 pub use errors::Api;
 
@@ -95,18 +100,108 @@ pub fn leg(
     Ok(leg)
 }
 
-/// The client's own body and headers, kept for a provider of the same API family.
-pub fn passthrough(
+/// Reads a request body whole, within `[server] body_timeout_ms` and `BODY_LIMIT`: a slow or
+/// endless upload is cut off instead of holding memory and a connection.
+pub async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
+    let deadline = Duration::from_millis(state.config().server.body_timeout_ms);
+    match tokio::time::timeout(deadline, axum::body::to_bytes(body, BODY_LIMIT)).await {
+        Err(_) => Err(ApiError::new(
+            ErrorCode::RequestTimeout,
+            format!(
+                "the request body did not arrive within {} ms",
+                deadline.as_millis()
+            ),
+        )),
+        Ok(Err(e)) if is_too_large(&e) => Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the request body is larger than {BODY_LIMIT} bytes"),
+        )),
+        Ok(Err(_)) => Err(ApiError::invalid("the request body could not be read")),
+        Ok(Ok(bytes)) => Ok(bytes),
+    }
+}
+
+fn is_too_large(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if s.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// The door's request type read from the parsed body (the body is parsed once, as a map).
+pub fn from_map<T: DeserializeOwned>(client: &Map<String, Value>) -> Result<T, ApiError> {
+    let value = serde::de::value::MapDeserializer::<_, serde_json::Error>::new(
+        client.iter().map(|(k, v)| (k.as_str(), v)),
+    );
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        ApiError::invalid(if path == "." {
+            inner.to_string()
+        } else {
+            format!("{inner} at `{path}`")
+        })
+    })
+}
+
+/// A prompt's size in tokens before the provider counts it: about four bytes a token of the body
+/// (an overestimate, as JSON's syntax counts too), for budget reservations.
+pub fn prompt_estimate(body_bytes: usize) -> u64 {
+    (body_bytes as u64).div_ceil(4)
+}
+
+/// The models a call for `model` may reach; empty for an unknown model (the leg names it).
+pub fn chain(state: &AppState, model: Option<&str>) -> Vec<Arc<ModelEntry>> {
+    model
+        .and_then(|m| state.models().resolve(Some(m)))
+        .unwrap_or_default()
+}
+
+/// The pass-through policy on the client's body: search tools that are not allowed left out,
+/// anything else the models may not be asked refused (a 400 naming the field), and Relay's own
+/// values in the fields it owns.
+pub async fn apply_policy(
+    state: &AppState,
+    caller: &Caller,
     family: Family,
-    body: &[u8],
+    client: &mut Map<String, Value>,
+    chain: policy::Chain<'_>,
+) -> Result<(), ApiError> {
+    let removed = policy::strip_unallowed_search(family, client, chain);
+    if !removed.is_empty() {
+        tracing::info!(tools = ?removed, "hosted search tools left out: not allowed for the model");
+    }
+    policy::check(family, client, chain)?;
+    policy::rewrite(family, client, &state.identity(caller.user_id()).await?);
+    Ok(())
+}
+
+/// The client's own body and `anthropic-beta` (filtered to the allowed betas), kept for a
+/// provider of the same API family.
+pub fn passthrough(
+    state: &AppState,
+    family: Family,
+    body: Map<String, Value>,
     headers: &HeaderMap,
-) -> Result<Option<Arc<Passthrough>>, ApiError> {
-    let body: serde_json::Map<String, serde_json::Value> = crate::http::extract::parse_json(body)?;
-    Ok(Some(Arc::new(Passthrough {
+    chain: policy::Chain<'_>,
+) -> Arc<Passthrough> {
+    let anthropic_beta = header_str(headers, "anthropic-beta").and_then(|header| {
+        let (kept, dropped) =
+            policy::betas(header, &state.config().routing.anthropic_betas, chain);
+        if !dropped.is_empty() {
+            tracing::info!(betas = ?dropped, "anthropic-beta values dropped: not on the allowed list");
+        }
+        kept
+    });
+    Arc::new(Passthrough {
         family,
         body,
-        anthropic_beta: header_str(headers, "anthropic-beta").map(str::to_owned),
-    })))
+        anthropic_beta,
+    })
 }
 
 /// Runs the leg up to its first output (fail early as HTTP, like a leg).

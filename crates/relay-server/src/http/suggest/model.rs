@@ -65,7 +65,8 @@ pub async fn complete(
                 ProviderEvent::Reasoning(_)
                 | ProviderEvent::ReasoningSignature(_)
                 | ProviderEvent::RedactedReasoning(_)
-                | ProviderEvent::ReasoningItem(_) => {}
+                | ProviderEvent::ReasoningItem(_)
+                | ProviderEvent::UsageSoFar(_) => {}
                 ProviderEvent::Finished { .. } => return Some(text),
             }
         }

@@ -15,6 +15,7 @@ pub mod held;
 mod injection;
 mod notes;
 mod ranking;
+mod reservations;
 mod usage;
 
 use std::str::FromStr;

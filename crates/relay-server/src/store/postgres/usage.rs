@@ -8,7 +8,7 @@ use sqlx::Row;
 use super::PgStore;
 use crate::store::StoreResult;
 use crate::store::usage::{
-    GroupBy, LegRecord, StoredLeg, UsageQuery, UsageStore, UsageSums, month_of,
+    GroupBy, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery, UsageStore, UsageSums, month_of,
 };
 
 /// The column a grouping keys on; `day` is cast so that every key reads back as text.
@@ -29,8 +29,8 @@ impl UsageStore for PgStore {
             sqlx::query(
                 "INSERT INTO usage_legs (user_id, request_id, at, day, route, model, provider,
                     project_id, status, input_tokens, cached_input_tokens, cache_write_tokens,
-                    output_tokens, reasoning_tokens, ttfb_ms, duration_ms, cost_usd)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                    output_tokens, reasoning_tokens, ttfb_ms, duration_ms, cost_usd, estimated)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
             )
             .bind(&r.user_id)
             .bind(&r.request_id)
@@ -49,6 +49,7 @@ impl UsageStore for PgStore {
             .bind(r.ttfb_ms)
             .bind(r.duration_ms)
             .bind(r.cost_usd)
+            .bind(r.estimated)
             .execute(&mut *tx)
             .await?;
             sqlx::query(
@@ -60,6 +61,12 @@ impl UsageStore for PgStore {
             .bind(r.budget_tokens())
             .execute(&mut *tx)
             .await?;
+            if let Some(id) = &r.reservation {
+                sqlx::query("DELETE FROM usage_reservations WHERE id = $1")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             sqlx::query(
                 "INSERT INTO usage_daily (user_id, day, model, project, legs, input, cached,
                     cache_write, output, cost)
@@ -183,6 +190,22 @@ impl UsageStore for PgStore {
         Ok(n)
     }
 
+    async fn month_state(&self, user_id: &str, month: i64, now: i64) -> StoreResult<MonthState> {
+        super::reservations::month_state(&self.pool, user_id, month, now).await
+    }
+
+    async fn reserve(&self, reservation: &Reservation, budget: i64, now: i64) -> StoreResult<bool> {
+        super::reservations::reserve(&self.pool, reservation, budget, now).await
+    }
+
+    async fn release(&self, id: &str) -> StoreResult<()> {
+        super::reservations::release(&self.pool, id).await
+    }
+
+    async fn setting_or_init(&self, key: &str, value: &str) -> StoreResult<String> {
+        super::reservations::setting_or_init(&self.pool, key, value).await
+    }
+
     async fn prune(&self, before: i64) -> StoreResult<u64> {
         // The roll-up drops the days wholly before `before` and sums the day it falls in again
         // from the records that stay, in the same transaction.
@@ -236,6 +259,8 @@ fn stored(row: &sqlx::postgres::PgRow) -> StoreResult<StoredLeg> {
     Ok(StoredLeg {
         id: row.try_get("id")?,
         record: LegRecord {
+            reservation: None,
+            estimated: row.try_get("estimated")?,
             user_id: row.try_get("user_id")?,
             request_id: row.try_get("request_id")?,
             at: row.try_get("at")?,

@@ -23,6 +23,7 @@ mod batch;
 mod checkpoint;
 mod notes;
 mod ranking;
+mod reservations;
 mod usage;
 
 mod bulk;

@@ -6,7 +6,6 @@
 
 mod stream;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -148,7 +147,7 @@ pub struct AnthropicErrorBody {
         (status = 502, description = "Every model failed before answering", body = AnthropicErrorBody),
         (status = 503, description = "No provider could be reached", body = AnthropicErrorBody),
     ))]
-pub async fn messages(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn messages(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Body) -> Response {
     door::serve::<Messages>(state, headers, body).await
 }
 

@@ -5,7 +5,6 @@
 
 mod stream;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -172,7 +171,7 @@ pub struct OpenAiErrorBody {
 pub async fn chat_completions(
     State(state): State<AppState>,
     headers: HeaderMap,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Response {
     door::serve::<ChatCompletions>(state, headers, body).await
 }

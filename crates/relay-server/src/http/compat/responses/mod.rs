@@ -6,7 +6,6 @@ pub mod request;
 pub mod stream;
 pub mod tools;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -98,6 +97,6 @@ impl Door for Responses {
         (status = 502, description = "Every model failed before answering", body = super::openai::OpenAiErrorBody),
         (status = 503, description = "No provider could be reached", body = super::openai::OpenAiErrorBody),
     ))]
-pub async fn responses(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn responses(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Body) -> Response {
     door::serve::<Responses>(state, headers, body).await
 }

@@ -1,0 +1,88 @@
+//! SQLite: budget reservations (`usage_reservations`) and shared settings (`relay_settings`).
+//! A reservation is one conditional `INSERT`: SQLite runs one writer at a time, so the check
+//! and the insert cannot interleave with another instance's.
+
+use sqlx::{Row, SqlitePool};
+
+use crate::store::StoreResult;
+use crate::store::usage::{MonthState, Reservation};
+
+pub(super) async fn month_state(
+    pool: &SqlitePool,
+    user_id: &str,
+    month: i64,
+    now: i64,
+) -> StoreResult<MonthState> {
+    let row = sqlx::query(
+        "SELECT (SELECT token_budget FROM usage_budgets WHERE user_id = ?1) AS budget,
+            COALESCE((SELECT tokens FROM usage_months WHERE user_id = ?1 AND month = ?2), 0) AS used,
+            COALESCE((SELECT SUM(tokens) FROM usage_reservations
+                WHERE user_id = ?1 AND month = ?2 AND expires_at > ?3), 0) AS reserved",
+    )
+    .bind(user_id)
+    .bind(month)
+    .bind(now)
+    .fetch_one(pool)
+    .await?;
+    Ok(MonthState {
+        own_budget: row.try_get("budget")?,
+        used: row.try_get("used")?,
+        reserved: row.try_get("reserved")?,
+    })
+}
+
+pub(super) async fn reserve(
+    pool: &SqlitePool,
+    r: &Reservation,
+    budget: i64,
+    now: i64,
+) -> StoreResult<bool> {
+    sqlx::query("DELETE FROM usage_reservations WHERE user_id = ? AND expires_at <= ?")
+        .bind(&r.user_id)
+        .bind(now)
+        .execute(pool)
+        .await?;
+    let done = sqlx::query(
+        "INSERT INTO usage_reservations (id, user_id, month, tokens, expires_at)
+         SELECT ?1, ?2, ?3, ?4, ?5
+         WHERE COALESCE((SELECT tokens FROM usage_months WHERE user_id = ?2 AND month = ?3), 0)
+            + COALESCE((SELECT SUM(tokens) FROM usage_reservations
+                WHERE user_id = ?2 AND month = ?3 AND expires_at > ?6), 0)
+            + ?4 <= ?7",
+    )
+    .bind(&r.id)
+    .bind(&r.user_id)
+    .bind(r.month)
+    .bind(r.tokens)
+    .bind(r.expires_at)
+    .bind(now)
+    .bind(budget)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub(super) async fn release(pool: &SqlitePool, id: &str) -> StoreResult<()> {
+    sqlx::query("DELETE FROM usage_reservations WHERE id = ?")
+        .bind(id)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+pub(super) async fn setting_or_init(
+    pool: &SqlitePool,
+    key: &str,
+    value: &str,
+) -> StoreResult<String> {
+    sqlx::query("INSERT INTO relay_settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING")
+        .bind(key)
+        .bind(value)
+        .execute(pool)
+        .await?;
+    let row = sqlx::query("SELECT value FROM relay_settings WHERE key = ?")
+        .bind(key)
+        .fetch_one(pool)
+        .await?;
+    Ok(row.try_get("value")?)
+}
