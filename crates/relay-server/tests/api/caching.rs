@@ -164,10 +164,10 @@ async fn messages_through_relay_read_the_cache_as_much_as_direct_with_and_withou
         );
         // The client's own fields arrive as it set them; the notes follow its system blocks.
         let sent = relay_fake.bodies().pop().unwrap();
-        assert_eq!(
-            (&sent["top_k"], &sent["metadata"]),
-            (&json!(5), &json!({"user_id": "u1"}))
-        );
+        // ... but for the identifier providers see, which Relay owns (issue 38).
+        assert_eq!(sent["top_k"], json!(5));
+        let id = sent["metadata"]["user_id"].as_str().unwrap();
+        assert!(id.starts_with("relay-") && id != "u1", "{id}");
         assert_eq!(
             sent["system"][0]["cache_control"],
             json!({"type": "ephemeral", "ttl": "1h"})
@@ -208,15 +208,17 @@ async fn chat_completions_through_relay_read_the_cache_as_much_as_direct_with_an
         }
         assert_close(relay_fake.cache_share(), direct_fake.cache_share(), !notes);
         let sent = relay_fake.bodies().pop().unwrap();
-        for field in [
-            "prompt_cache_key",
-            "reasoning_effort",
-            "user",
-            "parallel_tool_calls",
-            "service_tier",
-        ] {
+        for field in ["reasoning_effort", "parallel_tool_calls", "service_tier"] {
             assert_eq!(sent[field], chat_requests(1)[0][field], "{field}");
         }
+        // Relay owns the identifier and keeps the client's cache key in the account's namespace
+        // (issue 38): the same key on every call, so the provider's cache is shared as direct.
+        let id = sent["user"].as_str().unwrap();
+        assert!(id.starts_with("relay-"), "{id}");
+        assert_eq!(
+            sent["prompt_cache_key"],
+            format!("{id}:{}", chat_requests(1)[0]["prompt_cache_key"].as_str().unwrap())
+        );
         if notes {
             assert_eq!(sent["messages"][0]["content"], long_system());
             assert!(

@@ -127,9 +127,13 @@ async fn namespace_and_custom_tools_reach_a_responses_provider_as_sent_and_their
         completed["response"]["usage"]["input_tokens_details"]["cached_tokens"],
         64
     );
-    // The provider got the client's own tools: nothing flattened, the hosted tool kept.
+    // The provider got the client's own tools, nothing flattened; the hosted search tool, which
+    // this model does not allow ([[models]] hosted_tools), is left out (issue 38).
     let sent: Value = serde_json::from_slice(&seen.lock().unwrap()[0]).unwrap();
-    assert_eq!(sent["tools"], tools());
+    let mut own = tools();
+    own.as_array_mut().unwrap().retain(|t| t["type"] != "web_search");
+    assert_eq!(sent["tools"], own);
+    assert_eq!(sent["store"], false);
 
     // Not streamed: the same items.
     let mut whole_req = req.clone();

@@ -523,9 +523,15 @@ async fn a_leg_the_client_left_is_recorded_as_cancelled_and_a_late_failure_as_er
     r.chunk().await.unwrap();
     drop(r);
     let legs = app.settled_legs(None, 1).await;
+    // The provider never counted: Relay's estimate (the prompt "hi", the piece streamed), marked.
     assert_eq!(
-        (&legs[0]["status"], &legs[0]["input_tokens"]),
-        (&json!("cancelled"), &json!(0))
+        (
+            &legs[0]["status"],
+            &legs[0]["input_tokens"],
+            &legs[0]["output_tokens"],
+            &legs[0]["estimated"]
+        ),
+        (&json!("cancelled"), &json!(1), &json!(1), &json!(true))
     );
     fake.push("up-1", Reply::SseThenCut(vec![up::text_chunk("par")]));
     assert_eq!(app.leg(None, &user_says("hi")).await.0, StatusCode::OK);

@@ -140,7 +140,8 @@ pub struct AnthropicErrorBody {
     responses(
         (status = 200, description = "A `message`, or with `stream: true` SSE events `message_start`, `content_block_start`/`delta`/`stop` (text, thinking ended by `signature_delta`, tool_use), `message_delta` with the cache counts, `message_stop` (and `ping`); a failure after `message_start` is an `error` event. `x-relay-note-ids` lists the injected notes.",
             body = MessageOut, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
-        (status = 400, description = "`invalid_request_error`", body = AnthropicErrorBody),
+        (status = 400, description = "`invalid_request_error` naming the field, also for what the pass-through policy refuses (`n` above 1, a tier, billed extras or a provider-run tool the model does not allow, provider-side state)", body = AnthropicErrorBody),
+        (status = 408, description = "The body did not arrive within `[server] body_timeout_ms`", body = AnthropicErrorBody),
         (status = 401, description = "`authentication_error`", body = AnthropicErrorBody),
         (status = 403, description = "`permission_error`: the quota or the monthly token budget is used up", body = AnthropicErrorBody),
         (status = 429, description = "`rate_limit_error`; see Retry-After", body = AnthropicErrorBody),

@@ -161,7 +161,8 @@ pub struct OpenAiErrorBody {
     responses(
         (status = 200, description = "A `chat.completion`, or with `stream: true` SSE `chat.completion.chunk`s then `data: [DONE]`; a failure after the first chunk is a `data: {error}` chunk. `x-relay-note-ids` lists the injected notes.",
             body = ChatCompletion, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
-        (status = 400, description = "`invalid_request_error`", body = OpenAiErrorBody),
+        (status = 400, description = "`invalid_request_error` naming the field, also for what the pass-through policy refuses (`n` above 1, a tier, billed extras or a provider-run tool the model does not allow, provider-side state)", body = OpenAiErrorBody),
+        (status = 408, description = "The body did not arrive within `[server] body_timeout_ms`", body = OpenAiErrorBody),
         (status = 401, description = "`authentication_error`", body = OpenAiErrorBody),
         (status = 403, description = "`permission_error` with code `quota_exceeded` or `budget_exceeded`", body = OpenAiErrorBody),
         (status = 429, description = "`rate_limit_error`; see Retry-After", body = OpenAiErrorBody),

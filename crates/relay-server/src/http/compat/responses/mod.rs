@@ -90,7 +90,8 @@ impl Door for Responses {
     responses(
         (status = 200, description = "A `response` object, or with `stream: true` SSE events `response.created`, `response.in_progress`, per output item `response.output_item.added`/`.done` with its `output_text`, `reasoning_summary_text`, `function_call_arguments` or `custom_tool_call_input` deltas, then exactly one of `response.completed`, `response.incomplete`, `response.failed`; every event has a rising `sequence_number`. `x-relay-note-ids` lists the injected notes.",
             body = Object, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
-        (status = 400, description = "`invalid_request_error` naming the field (also `previous_response_id`: Relay keeps no responses)", body = super::openai::OpenAiErrorBody),
+        (status = 400, description = "`invalid_request_error` naming the field, also for what the pass-through policy refuses (`n` above 1, a tier, billed extras or a provider-run tool the model does not allow, provider-side state): `previous_response_id` too (Relay keeps no responses)", body = super::openai::OpenAiErrorBody),
+        (status = 408, description = "The body did not arrive within `[server] body_timeout_ms`", body = super::openai::OpenAiErrorBody),
         (status = 401, description = "`authentication_error`", body = super::openai::OpenAiErrorBody),
         (status = 403, description = "`permission_error` with code `quota_exceeded`", body = super::openai::OpenAiErrorBody),
         (status = 429, description = "`rate_limit_error`; see Retry-After", body = super::openai::OpenAiErrorBody),
