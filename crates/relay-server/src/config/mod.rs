@@ -26,7 +26,8 @@ pub use limits::LimitsConfig;
 pub use memory::{DEFAULT_STORE_URL, MemoryConfig};
 pub use observability::TelemetryConfig;
 pub use providers::{
-    DEFAULT_STREAMS_PER_CONNECTION, FEATURES, FREE_TIERS, ModelConfig, ProviderConfig, ProviderKind, RoutingConfig,
+    DEFAULT_STREAMS_PER_CONNECTION, FEATURES, FREE_TIERS, ModelConfig, ProviderConfig,
+    ProviderKind, RoutingConfig,
 };
 pub use redact::redact_url;
 pub use search::{SearchConfig, SearchKind};

@@ -126,8 +126,15 @@ impl ModelConfig {
         if self.max_output_tokens == Some(0) {
             return Some("max_output_tokens must be at least 1".into());
         }
-        if let Some(f) = self.features.iter().find(|f| !FEATURES.contains(&f.as_str())) {
-            return Some(format!("features: `{f}` is not one of {}", FEATURES.join(", ")));
+        if let Some(f) = self
+            .features
+            .iter()
+            .find(|f| !FEATURES.contains(&f.as_str()))
+        {
+            return Some(format!(
+                "features: `{f}` is not one of {}",
+                FEATURES.join(", ")
+            ));
         }
         if let Some(t) = self.hosted_tools.iter().find(|t| t.trim().is_empty()) {
             return Some(format!("hosted_tools: `{t}` is not a tool name"));
@@ -137,7 +144,9 @@ impl ModelConfig {
             .iter()
             .find(|(_, m)| !(m.is_finite() && **m >= 0.0))
         {
-            return Some(format!("tier_price_multipliers.{tier}: {m} is not a multiplier of at least 0"));
+            return Some(format!(
+                "tier_price_multipliers.{tier}: {m} is not a multiplier of at least 0"
+            ));
         }
         None
     }

@@ -103,7 +103,10 @@ impl AppState {
     /// The identifier providers see for an account (`policy::Identity`), keyed by
     /// `[server] identity_secret` or, without one, by a secret generated on first start and
     /// kept in the store so that every instance sends the same.
-    pub async fn identity(&self, user_id: &str) -> Result<crate::policy::Identity, crate::error::ApiError> {
+    pub async fn identity(
+        &self,
+        user_id: &str,
+    ) -> Result<crate::policy::Identity, crate::error::ApiError> {
         let secret = self
             .0
             .identity_secret
@@ -111,7 +114,11 @@ impl AppState {
                 match &self.0.config.server.identity_secret {
                     Some(secret) => Ok(secret.clone()),
                     None => {
-                        let fresh = format!("{:032x}{:032x}", rand::random::<u128>(), rand::random::<u128>());
+                        let fresh = format!(
+                            "{:032x}{:032x}",
+                            rand::random::<u128>(),
+                            rand::random::<u128>()
+                        );
                         self.ledger()
                             .store()
                             .setting_or_init("identity_secret", &fresh)

@@ -85,7 +85,10 @@ pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Res
             if !chain.allows_tool(&name) {
                 return Err(refuse(
                     &format!("tools[{i}]"),
-                    &format!("`{}` runs at the provider on the operator's key and is not allowed for this model (an operator allows it with [[models]] hosted_tools = [\"{name}\"])", kind.unwrap_or_default()),
+                    &format!(
+                        "`{}` runs at the provider on the operator's key and is not allowed for this model (an operator allows it with [[models]] hosted_tools = [\"{name}\"])",
+                        kind.unwrap_or_default()
+                    ),
                 ));
             }
         }
@@ -94,18 +97,36 @@ pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Res
         && body.contains_key("web_search_options")
         && !chain.allows_tool("web_search")
     {
-        return Err(refuse("web_search_options", "web search is not allowed for this model"));
+        return Err(refuse(
+            "web_search_options",
+            "web search is not allowed for this model",
+        ));
     }
     let present = |field: &str| body.get(field).is_some_and(|v| !v.is_null());
     let state: &[(&str, &str)] = match family {
         Family::Messages => &[
-            ("mcp_servers", "MCP servers run at the provider on the operator's key"),
-            ("container", "a code-execution container is state stored at the provider"),
+            (
+                "mcp_servers",
+                "MCP servers run at the provider on the operator's key",
+            ),
+            (
+                "container",
+                "a code-execution container is state stored at the provider",
+            ),
         ],
         Family::Responses => &[
-            ("conversation", "a conversation is state stored at the provider; send the whole input"),
-            ("prompt", "a stored prompt lives at the provider; send its text"),
-            ("background", "a background response runs on at the provider after Relay leaves"),
+            (
+                "conversation",
+                "a conversation is state stored at the provider; send the whole input",
+            ),
+            (
+                "prompt",
+                "a stored prompt lives at the provider; send its text",
+            ),
+            (
+                "background",
+                "a background response runs on at the provider after Relay leaves",
+            ),
         ],
         Family::ChatCompletions => &[],
     };

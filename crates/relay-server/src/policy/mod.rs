@@ -110,7 +110,11 @@ fn refuse(field: &str, why: &str) -> ApiError {
 /// sent, whichever family the answering provider speaks.
 pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Result<(), ApiError> {
     for field in ["n", "best_of"] {
-        if body.get(field).and_then(Value::as_u64).is_some_and(|n| n > 1) {
+        if body
+            .get(field)
+            .and_then(Value::as_u64)
+            .is_some_and(|n| n > 1)
+        {
             return Err(refuse(
                 field,
                 "Relay answers with one choice; ask for one (or leave it out) and send more calls for more",
@@ -122,16 +126,30 @@ pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Res
         if !free && !chain.allows_tier(tier) {
             return Err(refuse(
                 "service_tier",
-                &format!("`{tier}` is not allowed for this model (auto, default and flex are; an operator allows others with [[models]] service_tiers)"),
+                &format!(
+                    "`{tier}` is not allowed for this model (auto, default and flex are; an operator allows others with [[models]] service_tiers)"
+                ),
             ));
         }
     }
-    let wants_logprobs = body.get("logprobs").is_some_and(|v| v.as_bool() == Some(true))
-        || body.get("top_logprobs").and_then(Value::as_u64).is_some_and(|n| n > 0)
+    let wants_logprobs = body
+        .get("logprobs")
+        .is_some_and(|v| v.as_bool() == Some(true))
+        || body
+            .get("top_logprobs")
+            .and_then(Value::as_u64)
+            .is_some_and(|n| n > 0)
         || includes(body, "message.output_text.logprobs");
     if wants_logprobs && !chain.all(|p| p.logprobs) {
-        let field = if body.contains_key("top_logprobs") { "top_logprobs" } else { "logprobs" };
-        return Err(refuse(field, "log probabilities are not enabled for this model ([[models]] features)"));
+        let field = if body.contains_key("top_logprobs") {
+            "top_logprobs"
+        } else {
+            "logprobs"
+        };
+        return Err(refuse(
+            field,
+            "log probabilities are not enabled for this model ([[models]] features)",
+        ));
     }
     let wants_audio = body.get("audio").is_some_and(|v| !v.is_null())
         || body
@@ -139,8 +157,15 @@ pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Res
             .and_then(Value::as_array)
             .is_some_and(|m| m.iter().any(|x| x == "audio"));
     if wants_audio && !chain.all(|p| p.audio) {
-        let field = if body.contains_key("modalities") { "modalities" } else { "audio" };
-        return Err(refuse(field, "audio output is not enabled for this model ([[models]] features)"));
+        let field = if body.contains_key("modalities") {
+            "modalities"
+        } else {
+            "audio"
+        };
+        return Err(refuse(
+            field,
+            "audio output is not enabled for this model ([[models]] features)",
+        ));
     }
     hosted::check(family, body, chain)
 }

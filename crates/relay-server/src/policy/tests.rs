@@ -20,20 +20,56 @@ fn multipliers_are_refused_naming_the_field() {
     let e = check(Family::ChatCompletions, &map(json!({"best_of": 3})), chain).unwrap_err();
     assert!(e.message.starts_with("best_of:"));
     for tier in ["auto", "default", "flex"] {
-        assert!(check(Family::Responses, &map(json!({"service_tier": tier})), chain).is_ok());
+        assert!(
+            check(
+                Family::Responses,
+                &map(json!({"service_tier": tier})),
+                chain
+            )
+            .is_ok()
+        );
     }
-    let e = check(Family::Responses, &map(json!({"service_tier": "priority"})), chain).unwrap_err();
+    let e = check(
+        Family::Responses,
+        &map(json!({"service_tier": "priority"})),
+        chain,
+    )
+    .unwrap_err();
     assert!(e.message.starts_with("service_tier:"));
     let priority = ModelPolicy {
         service_tiers: vec!["priority".into()],
         ..plain()
     };
-    assert!(check(Family::Responses, &map(json!({"service_tier": "priority"})), Chain(&[&priority])).is_ok());
+    assert!(
+        check(
+            Family::Responses,
+            &map(json!({"service_tier": "priority"})),
+            Chain(&[&priority])
+        )
+        .is_ok()
+    );
     // A chain allows it only where every model does.
-    assert!(check(Family::Responses, &map(json!({"service_tier": "priority"})), Chain(&[&priority, &p])).is_err());
-    let e = check(Family::ChatCompletions, &map(json!({"logprobs": true, "top_logprobs": 5})), chain).unwrap_err();
+    assert!(
+        check(
+            Family::Responses,
+            &map(json!({"service_tier": "priority"})),
+            Chain(&[&priority, &p])
+        )
+        .is_err()
+    );
+    let e = check(
+        Family::ChatCompletions,
+        &map(json!({"logprobs": true, "top_logprobs": 5})),
+        chain,
+    )
+    .unwrap_err();
     assert!(e.message.starts_with("top_logprobs:"));
-    let e = check(Family::ChatCompletions, &map(json!({"modalities": ["text", "audio"]})), chain).unwrap_err();
+    let e = check(
+        Family::ChatCompletions,
+        &map(json!({"modalities": ["text", "audio"]})),
+        chain,
+    )
+    .unwrap_err();
     assert!(e.message.starts_with("modalities:"));
 }
 
@@ -42,18 +78,66 @@ fn hosted_tools_and_provider_state_are_refused_unless_allowed() {
     let p = plain();
     let chain = Chain(&[&p]);
     let cases = [
-        (Family::Responses, json!({"tools": [{"type": "function", "name": "f"}, {"type": "mcp", "server_url": "https://evil", "require_approval": "never"}]}), "tools[1]:"),
-        (Family::Responses, json!({"tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}), "tools[0]:"),
-        (Family::Responses, json!({"tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]}), "tools[0]:"),
-        (Family::Responses, json!({"tools": [{"type": "image_generation"}]}), "tools[0]:"),
-        (Family::Responses, json!({"background": true}), "background:"),
-        (Family::Responses, json!({"conversation": "conv_1"}), "conversation:"),
-        (Family::Responses, json!({"prompt": {"id": "pmpt_1"}}), "prompt:"),
-        (Family::Responses, json!({"input": [{"type": "reasoning", "id": "rs_1"}]}), "input[0]:"),
-        (Family::Messages, json!({"mcp_servers": [{"type": "url", "url": "https://evil"}]}), "mcp_servers:"),
-        (Family::Messages, json!({"container": "container_1"}), "container:"),
-        (Family::Messages, json!({"tools": [{"type": "code_execution_20250522", "name": "code_execution"}]}), "tools[0]:"),
-        (Family::ChatCompletions, json!({"messages": [{"role": "assistant", "audio": {"id": "audio_1"}}]}), "messages[0].audio.id:"),
+        (
+            Family::Responses,
+            json!({"tools": [{"type": "function", "name": "f"}, {"type": "mcp", "server_url": "https://evil", "require_approval": "never"}]}),
+            "tools[1]:",
+        ),
+        (
+            Family::Responses,
+            json!({"tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}),
+            "tools[0]:",
+        ),
+        (
+            Family::Responses,
+            json!({"tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]}),
+            "tools[0]:",
+        ),
+        (
+            Family::Responses,
+            json!({"tools": [{"type": "image_generation"}]}),
+            "tools[0]:",
+        ),
+        (
+            Family::Responses,
+            json!({"background": true}),
+            "background:",
+        ),
+        (
+            Family::Responses,
+            json!({"conversation": "conv_1"}),
+            "conversation:",
+        ),
+        (
+            Family::Responses,
+            json!({"prompt": {"id": "pmpt_1"}}),
+            "prompt:",
+        ),
+        (
+            Family::Responses,
+            json!({"input": [{"type": "reasoning", "id": "rs_1"}]}),
+            "input[0]:",
+        ),
+        (
+            Family::Messages,
+            json!({"mcp_servers": [{"type": "url", "url": "https://evil"}]}),
+            "mcp_servers:",
+        ),
+        (
+            Family::Messages,
+            json!({"container": "container_1"}),
+            "container:",
+        ),
+        (
+            Family::Messages,
+            json!({"tools": [{"type": "code_execution_20250522", "name": "code_execution"}]}),
+            "tools[0]:",
+        ),
+        (
+            Family::ChatCompletions,
+            json!({"messages": [{"role": "assistant", "audio": {"id": "audio_1"}}]}),
+            "messages[0].audio.id:",
+        ),
     ];
     for (family, body, field) in cases {
         let e = check(family, &map(body.clone()), chain).unwrap_err();
@@ -69,17 +153,22 @@ fn hosted_tools_and_provider_state_are_refused_unless_allowed() {
         hosted_tools: vec!["code_execution".into()],
         ..plain()
     };
-    let body = map(json!({"tools": [{"type": "code_execution_20250522", "name": "code_execution"}]}));
+    let body =
+        map(json!({"tools": [{"type": "code_execution_20250522", "name": "code_execution"}]}));
     assert!(check(Family::Messages, &body, Chain(&[&allowed])).is_ok());
 }
 
 #[test]
 fn search_tools_agents_send_by_default_are_left_out_unless_allowed() {
     let p = plain();
-    let mut body = map(json!({"tools": [{"type": "custom", "name": "apply_patch"}, {"type": "web_search"}]}));
+    let mut body =
+        map(json!({"tools": [{"type": "custom", "name": "apply_patch"}, {"type": "web_search"}]}));
     let removed = strip_unallowed_search(Family::Responses, &mut body, Chain(&[&p]));
     assert_eq!(removed, ["web_search"]);
-    assert_eq!(body["tools"], json!([{"type": "custom", "name": "apply_patch"}]));
+    assert_eq!(
+        body["tools"],
+        json!([{"type": "custom", "name": "apply_patch"}])
+    );
     let allowed = ModelPolicy {
         hosted_tools: vec!["web_search".into()],
         ..plain()
@@ -95,8 +184,10 @@ fn relay_owns_store_identity_and_the_cache_key_namespace() {
     let other = Identity::of("secret-secret-secret", "u2");
     assert_ne!(me, other);
     assert_ne!(me, Identity::of("another-secret-value", "u1"));
-    let mut body = map(json!({"store": true, "user": "victim@example.com", "safety_identifier": "x",
-        "prompt_cache_key": "k", "temperature": 0.3}));
+    let mut body = map(
+        json!({"store": true, "user": "victim@example.com", "safety_identifier": "x",
+        "prompt_cache_key": "k", "temperature": 0.3}),
+    );
     rewrite(Family::Responses, &mut body, &me);
     assert_eq!(body["store"], false);
     assert_eq!(body["user"], me.id());
@@ -110,11 +201,13 @@ fn relay_owns_store_identity_and_the_cache_key_namespace() {
 
 #[test]
 fn output_is_clamped_and_thinking_stays_below_it() {
-    let mut body = map(json!({"max_tokens": 64000, "thinking": {"type": "enabled", "budget_tokens": 32000}}));
+    let mut body =
+        map(json!({"max_tokens": 64000, "thinking": {"type": "enabled", "budget_tokens": 32000}}));
     clamp_output(&mut body, 4096, "max_tokens");
     assert_eq!(body["max_tokens"], 4096);
     assert_eq!(body["thinking"]["budget_tokens"], 4095);
-    let mut body = map(json!({"max_tokens": 64000, "thinking": {"type": "enabled", "budget_tokens": 2000}}));
+    let mut body =
+        map(json!({"max_tokens": 64000, "thinking": {"type": "enabled", "budget_tokens": 2000}}));
     clamp_output(&mut body, 1000, "max_tokens");
     assert!(body.get("thinking").is_none());
     let mut body = map(json!({}));

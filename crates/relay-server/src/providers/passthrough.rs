@@ -181,7 +181,11 @@ pub fn chat_body(request: &ChatRequest, translated: Value, base_url: &str) -> Va
     body.insert("stream".into(), Value::Bool(true));
     if let Some(cap) = request.max_tokens {
         // OpenAI's own API takes the newer field; compatible servers know the older one.
-        let field = if send_key { "max_completion_tokens" } else { "max_tokens" };
+        let field = if send_key {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
         crate::policy::clamp_output(&mut body, cap, field);
     }
     let options = body.entry("stream_options").or_insert_with(|| json!({}));

@@ -121,7 +121,11 @@ pub async fn reserve(
                 format!(
                     "this call's prompt (about {prompt} tokens) does not fit the {} tokens left of the account's monthly token budget{}",
                     remaining.max(0),
-                    if state.reserved > 0 { " while other calls are running" } else { "" }
+                    if state.reserved > 0 {
+                        " while other calls are running"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }

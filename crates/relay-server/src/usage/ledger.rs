@@ -96,10 +96,17 @@ impl Ledger {
         usage: Option<&crate::providers::Usage>,
         estimated: bool,
     ) {
-        let prices = self.prices.get(&model.name).map(|p| {
-            p.scaled(model.policy.tier_multiplier(facts.service_tier.as_deref()))
-        });
-        let mut record = facts.record(&model.name, &model.provider_name, status, usage, prices.as_ref());
+        let prices = self
+            .prices
+            .get(&model.name)
+            .map(|p| p.scaled(model.policy.tier_multiplier(facts.service_tier.as_deref())));
+        let mut record = facts.record(
+            &model.name,
+            &model.provider_name,
+            status,
+            usage,
+            prices.as_ref(),
+        );
         record.estimated = estimated;
         self.record(record);
     }

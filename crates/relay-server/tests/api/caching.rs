@@ -217,7 +217,10 @@ async fn chat_completions_through_relay_read_the_cache_as_much_as_direct_with_an
         assert!(id.starts_with("relay-"), "{id}");
         assert_eq!(
             sent["prompt_cache_key"],
-            format!("{id}:{}", chat_requests(1)[0]["prompt_cache_key"].as_str().unwrap())
+            format!(
+                "{id}:{}",
+                chat_requests(1)[0]["prompt_cache_key"].as_str().unwrap()
+            )
         );
         if notes {
             assert_eq!(sent["messages"][0]["content"], long_system());

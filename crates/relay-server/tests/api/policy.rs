@@ -52,7 +52,11 @@ async fn make_admin(app: &TestApp, email: &str) -> String {
 
 /// The head of a POST whose body never comes, and the status line the relay answers with.
 async fn status_without_the_body(app: &TestApp, path: &str, token: Option<&str>) -> String {
-    let addr = app.url("").trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let addr = app
+        .url("")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
     let head = format!(
@@ -109,13 +113,27 @@ async fn multipliers_billed_extras_and_provider_state_are_refused_naming_the_fie
     let cases = [
         (json!({"n": 128, "max_tokens": 4096}), "n:"),
         (json!({"service_tier": "priority"}), "service_tier:"),
-        (json!({"logprobs": true, "top_logprobs": 20}), "top_logprobs:"),
-        (json!({"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}}), "modalities:"),
-        (json!({"tools": [{"type": "mcp", "server_url": "https://attacker.example", "require_approval": "never"}]}), "tools[0]:"),
-        (json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "audio": {"id": "audio_1"}}, {"role": "user", "content": "again"}]}), "messages[1].audio.id:"),
+        (
+            json!({"logprobs": true, "top_logprobs": 20}),
+            "top_logprobs:",
+        ),
+        (
+            json!({"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}}),
+            "modalities:",
+        ),
+        (
+            json!({"tools": [{"type": "mcp", "server_url": "https://attacker.example", "require_approval": "never"}]}),
+            "tools[0]:",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "audio": {"id": "audio_1"}}, {"role": "user", "content": "again"}]}),
+            "messages[1].audio.id:",
+        ),
     ];
     for (extra, field) in cases {
-        let r = app.post("/v1/chat/completions", None, &chat(extra.clone())).await;
+        let r = app
+            .post("/v1/chat/completions", None, &chat(extra.clone()))
+            .await;
         assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{extra}");
         let b = body(r).await;
         let message = b["error"]["message"].as_str().unwrap();
@@ -123,7 +141,13 @@ async fn multipliers_billed_extras_and_provider_state_are_refused_naming_the_fie
     }
     assert!(fake.requests().is_empty(), "the provider saw none of them");
     // The free tiers pass.
-    let r = app.post("/v1/chat/completions", None, &chat(json!({"service_tier": "flex", "n": 1}))).await;
+    let r = app
+        .post(
+            "/v1/chat/completions",
+            None,
+            &chat(json!({"service_tier": "flex", "n": 1})),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(fake.requests()[0]["service_tier"], "flex");
 }
@@ -139,11 +163,18 @@ async fn an_operator_allows_priority_and_logprobs_per_model() {
     })
     .await;
     let r = app
-        .post("/v1/chat/completions", None, &chat(json!({"service_tier": "priority", "logprobs": true, "top_logprobs": 2})))
+        .post(
+            "/v1/chat/completions",
+            None,
+            &chat(json!({"service_tier": "priority", "logprobs": true, "top_logprobs": 2})),
+        )
         .await;
     assert_eq!(r.status(), StatusCode::OK);
     let sent = &fake.requests()[0];
-    assert_eq!((&sent["service_tier"], &sent["top_logprobs"]), (&json!("priority"), &json!(2)));
+    assert_eq!(
+        (&sent["service_tier"], &sent["top_logprobs"]),
+        (&json!("priority"), &json!(2))
+    );
 }
 
 #[tokio::test]
@@ -155,7 +186,9 @@ async fn relay_owns_store_the_abuse_identifiers_and_the_cache_key_namespace() {
     let extra = json!({"store": true, "user": "bob@example.com", "safety_identifier": "bob",
         "prompt_cache_key": "shared", "temperature": 0.25, "seed": 7});
     for token in [&ann, &bob] {
-        let r = app.post("/v1/chat/completions", Some(token), &chat(extra.clone())).await;
+        let r = app
+            .post("/v1/chat/completions", Some(token), &chat(extra.clone()))
+            .await;
         assert_eq!(r.status(), StatusCode::OK);
     }
     let sent = fake.requests();
@@ -165,7 +198,10 @@ async fn relay_owns_store_the_abuse_identifiers_and_the_cache_key_namespace() {
     assert!(id.starts_with("relay-"), "{id}");
     assert_eq!(a["safety_identifier"], id);
     assert_ne!(a["user"], b["user"], "each account has its own identifier");
-    assert_ne!(a["user"], "bob@example.com", "no client names another account");
+    assert_ne!(
+        a["user"], "bob@example.com",
+        "no client names another account"
+    );
     assert_eq!(a["prompt_cache_key"], format!("{id}:shared"));
     assert_ne!(a["prompt_cache_key"], b["prompt_cache_key"]);
     // What Relay does not own arrives unchanged.
@@ -190,8 +226,10 @@ async fn greedy_provider() -> (String, Arc<Mutex<Vec<Value>>>) {
                     .unwrap_or(50_000);
                 let chunk = |v: Value| format!("data: {v}\n\n");
                 let text = chunk(json!({"choices": [{"index": 0, "delta": {"content": "ok"}}]}));
-                let usage = chunk(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": cap}}));
+                let usage = chunk(
+                    json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": cap}}),
+                );
                 // A moment's work, so the calls overlap.
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 Response::builder()
@@ -227,7 +265,9 @@ fn greedy_config(mut c: Config, base_url: String) -> Config {
 }
 
 async fn tokens_used(app: &TestApp, token: &str) -> i64 {
-    body(app.me(Some(token)).await).await["tokens_used"].as_i64().unwrap()
+    body(app.me(Some(token)).await).await["tokens_used"]
+        .as_i64()
+        .unwrap()
 }
 
 #[tokio::test]
@@ -236,12 +276,30 @@ async fn output_is_clamped_to_the_model_cap_and_concurrent_calls_stay_within_the
     let app = TestApp::spawn_with(|dir| greedy_config(auth_config(dir), url)).await;
     let admin = make_admin(&app, "root@example.com").await;
     let ann = app.user("ann@example.com").await;
-    admin_patch(&app, &admin, "ann@example.com", json!({"token_budget": 10_000, "limit": -1})).await;
+    admin_patch(
+        &app,
+        &admin,
+        "ann@example.com",
+        json!({"token_budget": 10_000, "limit": -1}),
+    )
+    .await;
 
     // One call asking for 128 choices of 100,000 tokens: refused; one choice is clamped to the model's cap.
-    let r = app.post("/v1/chat/completions", Some(&ann), &chat(json!({"n": 128, "max_tokens": 100_000}))).await;
+    let r = app
+        .post(
+            "/v1/chat/completions",
+            Some(&ann),
+            &chat(json!({"n": 128, "max_tokens": 100_000})),
+        )
+        .await;
     expect_error_openai(r, 400).await;
-    let r = app.post("/v1/chat/completions", Some(&ann), &chat(json!({"max_tokens": 100_000}))).await;
+    let r = app
+        .post(
+            "/v1/chat/completions",
+            Some(&ann),
+            &chat(json!({"max_tokens": 100_000})),
+        )
+        .await;
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(seen.lock().unwrap()[0]["max_tokens"], 4096);
 
@@ -250,16 +308,25 @@ async fn output_is_clamped_to_the_model_cap_and_concurrent_calls_stay_within_the
         let app = &app;
         let ann = &ann;
         async move {
-            app.post("/v1/chat/completions", Some(ann), &chat(json!({"max_tokens": 4096})))
-                .await
-                .status()
+            app.post(
+                "/v1/chat/completions",
+                Some(ann),
+                &chat(json!({"max_tokens": 4096})),
+            )
+            .await
+            .status()
         }
     });
     let statuses = futures::future::join_all(calls).await;
-    let refused = statuses.iter().filter(|s| **s == StatusCode::FORBIDDEN).count();
+    let refused = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::FORBIDDEN)
+        .count();
     assert!(refused > 0, "{statuses:?}");
     assert!(
-        statuses.iter().all(|s| *s == StatusCode::OK || *s == StatusCode::FORBIDDEN),
+        statuses
+            .iter()
+            .all(|s| *s == StatusCode::OK || *s == StatusCode::FORBIDDEN),
         "{statuses:?}"
     );
     let answered = statuses.len() - refused + 1;
@@ -272,7 +339,9 @@ async fn output_is_clamped_to_the_model_cap_and_concurrent_calls_stay_within_the
             tokio::task::yield_now().await;
         }
     };
-    tokio::time::timeout(Duration::from_secs(10), settled).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), settled)
+        .await
+        .unwrap();
     let used = tokens_used(&app, &ann).await;
     assert!(used <= 11_000, "{used} tokens against a budget of 10,000");
     assert!(used >= 4_106, "{used}");
@@ -355,13 +424,20 @@ async fn a_client_that_leaves_early_is_billed_what_the_provider_counted() {
             tokio::task::yield_now().await;
         }
     };
-    let legs = tokio::time::timeout(Duration::from_secs(10), legs).await.unwrap();
+    let legs = tokio::time::timeout(Duration::from_secs(10), legs)
+        .await
+        .unwrap();
     for leg in &legs {
         assert_eq!(leg["status"], "cancelled", "{leg}");
         assert_eq!(leg["input_tokens"], 200_000, "{leg}");
         assert!(leg["output_tokens"].as_i64().unwrap() >= 1, "{leg}");
     }
-    assert_eq!(tokens_used(&app, &ann).await, legs.iter().map(|l| l["input_tokens"].as_i64().unwrap() + l["output_tokens"].as_i64().unwrap()).sum::<i64>());
+    assert_eq!(
+        tokens_used(&app, &ann).await,
+        legs.iter()
+            .map(|l| l["input_tokens"].as_i64().unwrap() + l["output_tokens"].as_i64().unwrap())
+            .sum::<i64>()
+    );
 }
 
 #[tokio::test]
@@ -392,7 +468,10 @@ async fn unlisted_anthropic_betas_are_dropped_and_listed_ones_pass() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
-    assert_eq!(fake.header(0, "anthropic-beta").as_deref(), Some("claude-code-20250219"));
+    assert_eq!(
+        fake.header(0, "anthropic-beta").as_deref(),
+        Some("claude-code-20250219")
+    );
     let sent = &fake.bodies()[0];
     assert_ne!(sent["metadata"]["user_id"], "someone-else");
     let _ = expect_error;

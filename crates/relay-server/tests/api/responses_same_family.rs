@@ -131,7 +131,9 @@ async fn namespace_and_custom_tools_reach_a_responses_provider_as_sent_and_their
     // this model does not allow ([[models]] hosted_tools), is left out (issue 38).
     let sent: Value = serde_json::from_slice(&seen.lock().unwrap()[0]).unwrap();
     let mut own = tools();
-    own.as_array_mut().unwrap().retain(|t| t["type"] != "web_search");
+    own.as_array_mut()
+        .unwrap()
+        .retain(|t| t["type"] != "web_search");
     assert_eq!(sent["tools"], own);
     assert_eq!(sent["store"], false);
 

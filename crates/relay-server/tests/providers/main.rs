@@ -114,7 +114,9 @@ fn outcome(items: &[Result<ProviderEvent, ProviderError>]) -> Outcome {
             Ok(
                 ProviderEvent::ReasoningSignature(_)
                 | ProviderEvent::RedactedReasoning(_)
-                | ProviderEvent::ReasoningItem(_),
+                | ProviderEvent::ReasoningItem(_)
+                // An early count (Anthropic's `message_start`) before the finish.
+                | ProviderEvent::UsageSoFar(_),
             ) => {}
             other => panic!("a terminal item before the end: {other:?}"),
         }

@@ -162,7 +162,8 @@ async fn leg(provider: &OpenAiProvider) -> Result<(String, bool), ProviderError>
             ProviderEvent::Reasoning(_)
             | ProviderEvent::ReasoningSignature(_)
             | ProviderEvent::RedactedReasoning(_)
-            | ProviderEvent::ReasoningItem(_) => {}
+            | ProviderEvent::ReasoningItem(_)
+            | ProviderEvent::UsageSoFar(_) => {}
         }
     }
     Ok((text, finished))

@@ -115,7 +115,10 @@ pub async fn open_leg(
     // what the account's token budget has left, which the leg reserves before it runs.
     leg.max_tokens = min_cap(
         leg.max_tokens,
-        chain.iter().filter_map(|m| m.policy.max_output_tokens).min(),
+        chain
+            .iter()
+            .filter_map(|m| m.policy.max_output_tokens)
+            .min(),
     );
     let hold = crate::usage::budget::reserve(
         state.ledger().store().as_ref(),

@@ -248,6 +248,28 @@ fn spec(t: ToolDef) -> ToolSpec {
     }
 }
 
+/// About four characters a token over the system text and the messages' text and arguments.
+fn estimate_tokens(system: &[String], messages: &[ChatMessage]) -> u64 {
+    let chars: usize = system.iter().map(String::len).sum::<usize>()
+        + messages
+            .iter()
+            .map(|m| match m {
+                ChatMessage::User { content } | ChatMessage::Tool { content, .. } => content.len(),
+                ChatMessage::Assistant {
+                    content,
+                    tool_calls,
+                } => {
+                    content.len()
+                        + tool_calls
+                            .iter()
+                            .map(|c| c.arguments.len() + c.name.len())
+                            .sum::<usize>()
+                }
+            })
+            .sum::<usize>();
+    (chars as u64).div_ceil(4)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,26 +308,4 @@ mod tests {
         ]}));
         assert!(validate(&orphan).unwrap_err().message.contains("c9"));
     }
-}
-
-/// About four characters a token over the system text and the messages' text and arguments.
-fn estimate_tokens(system: &[String], messages: &[ChatMessage]) -> u64 {
-    let chars: usize = system.iter().map(String::len).sum::<usize>()
-        + messages
-            .iter()
-            .map(|m| match m {
-                ChatMessage::User { content } | ChatMessage::Tool { content, .. } => content.len(),
-                ChatMessage::Assistant {
-                    content,
-                    tool_calls,
-                } => {
-                    content.len()
-                        + tool_calls
-                            .iter()
-                            .map(|c| c.arguments.len() + c.name.len())
-                            .sum::<usize>()
-                }
-            })
-            .sum::<usize>();
-    (chars as u64).div_ceil(4)
 }

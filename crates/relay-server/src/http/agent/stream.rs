@@ -158,7 +158,8 @@ impl Drop for Leg {
             // The client left before the provider's final count: read on for it a bounded
             // time, off the client's path (the provider's tokens are billed either way).
             let events = std::mem::replace(&mut self.events, Box::pin(futures::stream::empty()));
-            let (state, model, facts) = (self.state.clone(), self.model.clone(), self.facts.clone());
+            let (state, model, facts) =
+                (self.state.clone(), self.model.clone(), self.facts.clone());
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(async move {
                     let ending = ending.drained(events, drain).await;

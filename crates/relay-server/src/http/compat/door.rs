@@ -81,7 +81,11 @@ pub async fn serve<D: Door>(state: AppState, headers: HeaderMap, body: Body) -> 
         .unwrap_or_else(|e| errors::respond(D::API, e))
 }
 
-async fn run<D: Door>(state: AppState, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+async fn run<D: Door>(
+    state: AppState,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let arrived = Instant::now();
     // Who pays is settled before a byte of the body is read: an unauthenticated, rate-limited
     // or spent caller costs Relay no upload (issue 38).

@@ -35,8 +35,8 @@ use crate::http::agent::{self, Opened};
 use crate::http::state::AppState;
 use crate::policy;
 use crate::providers::ToolSpec;
-use crate::providers::registry::ModelEntry;
 use crate::providers::passthrough::{Family, Passthrough};
+use crate::providers::registry::ModelEntry;
 pub use errors::Api;
 
 /// Bodies may be as large as a leg's (long conversations).

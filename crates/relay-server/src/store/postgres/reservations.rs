@@ -77,11 +77,13 @@ pub(super) async fn release(pool: &PgPool, id: &str) -> StoreResult<()> {
 }
 
 pub(super) async fn setting_or_init(pool: &PgPool, key: &str, value: &str) -> StoreResult<String> {
-    sqlx::query("INSERT INTO relay_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")
-        .bind(key)
-        .bind(value)
-        .execute(pool)
-        .await?;
+    sqlx::query(
+        "INSERT INTO relay_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+    )
+    .bind(key)
+    .bind(value)
+    .execute(pool)
+    .await?;
     let row = sqlx::query("SELECT value FROM relay_settings WHERE key = $1")
         .bind(key)
         .fetch_one(pool)

@@ -8,7 +8,8 @@ use sqlx::Row;
 use super::PgStore;
 use crate::store::StoreResult;
 use crate::store::usage::{
-    GroupBy, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery, UsageStore, UsageSums, month_of,
+    GroupBy, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery, UsageStore, UsageSums,
+    month_of,
 };
 
 /// The column a grouping keys on; `day` is cast so that every key reads back as text.

@@ -75,11 +75,13 @@ pub(super) async fn setting_or_init(
     key: &str,
     value: &str,
 ) -> StoreResult<String> {
-    sqlx::query("INSERT INTO relay_settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING")
-        .bind(key)
-        .bind(value)
-        .execute(pool)
-        .await?;
+    sqlx::query(
+        "INSERT INTO relay_settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+    )
+    .bind(key)
+    .bind(value)
+    .execute(pool)
+    .await?;
     let row = sqlx::query("SELECT value FROM relay_settings WHERE key = ?")
         .bind(key)
         .fetch_one(pool)

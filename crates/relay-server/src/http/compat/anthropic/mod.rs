@@ -148,7 +148,11 @@ pub struct AnthropicErrorBody {
         (status = 502, description = "Every model failed before answering", body = AnthropicErrorBody),
         (status = 503, description = "No provider could be reached", body = AnthropicErrorBody),
     ))]
-pub async fn messages(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Body) -> Response {
+pub async fn messages(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
     door::serve::<Messages>(state, headers, body).await
 }
 

@@ -98,6 +98,10 @@ impl Door for Responses {
         (status = 502, description = "Every model failed before answering", body = super::openai::OpenAiErrorBody),
         (status = 503, description = "No provider could be reached", body = super::openai::OpenAiErrorBody),
     ))]
-pub async fn responses(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Body) -> Response {
+pub async fn responses(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
     door::serve::<Responses>(state, headers, body).await
 }
