@@ -275,6 +275,9 @@ struct WireUsage {
     cache_read_input_tokens: Option<u64>,
     #[serde(default)]
     cache_creation_input_tokens: Option<u64>,
+    /// Server tools' runs (`{"web_search_requests": 2, "web_fetch_requests": 1}`).
+    #[serde(default)]
+    server_tool_use: Option<serde_json::Map<String, Value>>,
 }
 
 /// Messages stream events in, `ProviderEvent`s out.
@@ -288,6 +291,7 @@ pub struct Normaliser {
     cache_read: Option<u64>,
     cache_creation: u64,
     output_tokens: u64,
+    server_tool_uses: Option<u64>,
     stop_reason: Option<String>,
     stopped: bool,
 }
@@ -309,6 +313,7 @@ impl Normaliser {
             cached_input_tokens: self.cache_read,
             cache_write_tokens: (self.cache_creation > 0).then_some(self.cache_creation),
             reasoning_tokens: None,
+            server_tool_uses: self.server_tool_uses,
         }
     }
 
@@ -325,6 +330,9 @@ impl Normaliser {
         }
         if let Some(n) = usage.cache_creation_input_tokens {
             self.cache_creation = n;
+        }
+        if let Some(runs) = usage.server_tool_use {
+            self.server_tool_uses = Some(runs.values().filter_map(Value::as_u64).sum());
         }
     }
 

@@ -44,6 +44,7 @@ impl DemoProvider {
                     cached_input_tokens: None,
                     cache_write_tokens: None,
                     reasoning_tokens: None,
+                    server_tool_uses: None,
                 },
             }];
         }
@@ -63,6 +64,7 @@ impl DemoProvider {
                 cached_input_tokens: None,
                 cache_write_tokens: None,
                 reasoning_tokens: None,
+                server_tool_uses: None,
             },
         });
         events

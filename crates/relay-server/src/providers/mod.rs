@@ -118,6 +118,10 @@ pub struct Usage {
     /// Output tokens spent reasoning; part of `output_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
+    /// Tools the provider ran itself for the call (web searches, fetches, code runs), billed
+    /// apart from tokens: what the ledger meters of a call's hosted tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_tool_uses: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -243,6 +243,7 @@ impl Normaliser {
             cached_input_tokens: usage["input_tokens_details"]["cached_tokens"].as_u64(),
             cache_write_tokens: None,
             reasoning_tokens: usage["output_tokens_details"]["reasoning_tokens"].as_u64(),
+            server_tool_uses: hosted_runs(response),
         }
     }
 }
@@ -351,4 +352,19 @@ impl EventNormaliser for Normaliser {
     fn is_complete(&self) -> bool {
         self.reason.is_some()
     }
+}
+/// The tools the provider ran itself in a finished response (`web_search_call`,
+/// `code_interpreter_call`, ...: every `*_call` item that is not the client's own function or
+/// custom tool call); `None` when it ran none.
+fn hosted_runs(response: &Value) -> Option<u64> {
+    let runs = response["output"]
+        .as_array()?
+        .iter()
+        .filter(|item| {
+            item["type"].as_str().is_some_and(|t| {
+                t.ends_with("_call") && !matches!(t, "function_call" | "custom_tool_call")
+            })
+        })
+        .count() as u64;
+    (runs > 0).then_some(runs)
 }

@@ -214,6 +214,7 @@ impl EventNormaliser for Normaliser {
             cached_input_tokens: self.cached,
             cache_write_tokens: None,
             reasoning_tokens: self.thoughts,
+            server_tool_uses: None,
         };
         Ok(finish_turn(reason, std::mem::take(&mut self.calls), usage))
     }

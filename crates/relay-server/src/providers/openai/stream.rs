@@ -217,6 +217,7 @@ impl EventNormaliser for Normaliser {
                 cached_input_tokens: cached,
                 cache_write_tokens: None,
                 reasoning_tokens: reasoning,
+                server_tool_uses: None,
             };
         }
         let mut out = Vec::new();
