@@ -65,11 +65,7 @@ pub async fn stream_leg(
 ) -> ApiResult<Response> {
     let arrived = Instant::now();
     let leg = request::validate(&body)?;
-    let request_id = headers
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let request_id = crate::http::extract::request_id(&headers);
     let opened = open_leg(
         &state,
         &caller,
