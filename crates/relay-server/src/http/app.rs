@@ -139,6 +139,8 @@ impl Relay {
                     ),
             )
             .layer(SetRequestIdLayer::new(REQUEST_ID, RandomRequestId))
+            // Before the id is taken: a client's own is capped and sanitised (or replaced).
+            .layer(middleware::map_request(sanitise_request_id))
             .with_state(state)
     }
 }
@@ -176,7 +178,27 @@ fn cors_layer(config: &Config) -> Option<CorsLayer> {
     )
 }
 
-/// Request ids: 16 random bytes in hex. A client's own `x-request-id` is kept when it is sane.
+/// A client's `x-request-id` as it is kept (`extract::sanitise_request_id`: visible ASCII, at
+/// most 128 bytes), or removed when nothing of it is left, so that `RandomRequestId` makes one.
+async fn sanitise_request_id(mut request: Request) -> Request {
+    let headers = request.headers_mut();
+    if let Some(raw) = headers.get(&REQUEST_ID) {
+        match crate::http::extract::sanitise_request_id(raw.as_bytes())
+            .and_then(|id| HeaderValue::from_str(&id).ok())
+        {
+            Some(id) if id.as_bytes() == raw.as_bytes() => {}
+            Some(id) => {
+                headers.insert(REQUEST_ID, id);
+            }
+            None => {
+                headers.remove(REQUEST_ID);
+            }
+        }
+    }
+    request
+}
+
+/// Request ids: 16 random bytes in hex. A client's own `x-request-id` is kept (sanitised first).
 #[derive(Clone, Copy)]
 struct RandomRequestId;
 

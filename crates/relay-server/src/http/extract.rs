@@ -157,14 +157,46 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
     }
 }
 
-/// The longest client `x-request-id` kept; longer ones are cut.
-const REQUEST_ID_MAX: usize = 128;
+/// The most bytes of a client's `x-request-id` Relay keeps (a longer one is cut to this).
+pub const REQUEST_ID_MAX: usize = 128;
 
-/// A client's `x-request-id` as Relay stores and echoes it: visible ASCII only (anything else
-/// becomes `_`), at most 128 characters.
-pub fn request_id(raw: &str) -> String {
-    raw.chars()
+/// A client's `x-request-id` as Relay logs, stores and echoes it: its visible ASCII characters
+/// only (spaces, controls and other bytes dropped), at most `REQUEST_ID_MAX` bytes; `None` when
+/// nothing is left (Relay makes one).
+pub fn sanitise_request_id(raw: &[u8]) -> Option<String> {
+    let id: String = raw
+        .iter()
+        .filter(|b| b.is_ascii_graphic())
         .take(REQUEST_ID_MAX)
-        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
-        .collect()
+        .map(|&b| char::from(b))
+        .collect();
+    (!id.is_empty()).then_some(id)
+}
+
+/// The request's id from its `x-request-id` header, sanitised; empty when it has none.
+pub fn request_id(headers: &axum::http::HeaderMap) -> String {
+    headers
+        .get("x-request-id")
+        .and_then(|v| sanitise_request_id(v.as_bytes()))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_keep_visible_ascii_up_to_the_cap() {
+        assert_eq!(
+            sanitise_request_id(b"abc-123_X").as_deref(),
+            Some("abc-123_X")
+        );
+        assert_eq!(
+            sanitise_request_id(b" a b\tc\x7f\xc3\xa9d ").as_deref(),
+            Some("abcd")
+        );
+        assert_eq!(sanitise_request_id(b" \t\x01"), None);
+        let long = sanitise_request_id(&[b'z'; 7_000]).unwrap();
+        assert_eq!(long.len(), REQUEST_ID_MAX);
+    }
 }

@@ -32,6 +32,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(agent::get_tools))
         // OpenAI- and Anthropic-compatible endpoints (issue 15)
         .routes(routes!(compat::models::list_models))
+        .routes(routes!(compat::models::get_model))
         .routes(with_body_limit(
             routes!(compat::openai::chat_completions),
             compat::BODY_LIMIT,

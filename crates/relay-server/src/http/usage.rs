@@ -301,11 +301,12 @@ async fn report(
     let totals = rows
         .iter()
         .fold(row(None, &UsageSums::default()), |mut t, r| {
-            t.legs += r.legs;
-            t.input_tokens += r.input_tokens;
-            t.cached_input_tokens += r.cached_input_tokens;
-            t.cache_write_tokens += r.cache_write_tokens;
-            t.output_tokens += r.output_tokens;
+            // Saturating: every row is held below 2^63 by the store, their sum is too.
+            t.legs = t.legs.saturating_add(r.legs);
+            t.input_tokens = t.input_tokens.saturating_add(r.input_tokens);
+            t.cached_input_tokens = t.cached_input_tokens.saturating_add(r.cached_input_tokens);
+            t.cache_write_tokens = t.cache_write_tokens.saturating_add(r.cache_write_tokens);
+            t.output_tokens = t.output_tokens.saturating_add(r.output_tokens);
             t.cost_usd = match (t.cost_usd, r.cost_usd) {
                 (None, None) => None,
                 (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),

@@ -87,6 +87,9 @@ impl CallerLimit {
 /// Every per-caller limit.
 pub struct Limits {
     pub agent: CallerLimit,
+    /// `POST /v1/messages/count_tokens`, with the agent legs' rate (`[limits] agent_per_minute`
+    /// and `agent_burst`) counted apart, so that counting never takes a leg's place.
+    pub count_tokens: CallerLimit,
     pub suggest: CallerLimit,
     /// Signups per client address (`[limits] signups_per_hour`).
     pub signup: CallerLimit,
@@ -98,6 +101,8 @@ impl Limits {
         Self {
             agent: CallerLimit::new(config.agent_per_minute, config.agent_burst)
                 .shared(shared, "agent"),
+            count_tokens: CallerLimit::new(config.agent_per_minute, config.agent_burst)
+                .shared(shared, "count_tokens"),
             suggest: CallerLimit::new(config.suggest_per_minute, config.suggest_burst)
                 .shared(shared, "suggest"),
             signup: CallerLimit::per_hour(config.signups_per_hour).shared(shared, "signup"),

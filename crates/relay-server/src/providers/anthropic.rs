@@ -23,6 +23,8 @@ use super::{
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 const API_VERSION: &str = "2023-06-01";
+/// The most bytes of a `count_tokens` answer read (`{"input_tokens": n}` is a few dozen).
+const COUNT_ANSWER_MAX: usize = 1024 * 1024;
 /// The Messages API requires `max_tokens`; this is used when the caller gives none.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
@@ -76,7 +78,9 @@ impl Provider for AnthropicProvider {
 }
 
 impl AnthropicProvider {
-    /// `POST {base_url}/v1/messages/count_tokens`: `{input_tokens}`.
+    /// `POST {base_url}/v1/messages/count_tokens`: `{input_tokens}`. An answer past
+    /// `COUNT_ANSWER_MAX` is refused as it arrives (the connection is dropped); the caller bounds
+    /// the time.
     async fn count(&self, body: Value) -> Result<u64, ProviderError> {
         use futures::TryStreamExt;
         let url = self.endpoint.url("/v1/messages/count_tokens")?;
@@ -87,6 +91,11 @@ impl AnthropicProvider {
         let bytes = upstream
             .body
             .try_fold(Vec::new(), |mut all, chunk| async move {
+                if all.len().saturating_add(chunk.len()) > COUNT_ANSWER_MAX {
+                    return Err(ProviderError::Protocol(
+                        "count_tokens answered more than 1 MiB".into(),
+                    ));
+                }
                 all.extend_from_slice(&chunk);
                 Ok(all)
             })

@@ -79,7 +79,108 @@ pub struct MonthState {
     pub reserved: i64,
 }
 
+/// The most tokens one figure of one record may hold (a billion: far above any context window or
+/// output a model has). A provider's figure above it is clamped when the record is made and again
+/// when it is written, so that no sum of the ledger can reach 2^63 (9.2 billion records of the
+/// largest figure would be needed) and no one figure a provider sends can break it.
+pub const MAX_TOKENS: i64 = 1_000_000_000;
+
+/// A provider's token figure as the ledger keeps it: within `[0, MAX_TOKENS]`.
+pub fn clamp_tokens(figure: u64) -> i64 {
+    i64::try_from(figure).map_or(MAX_TOKENS, |v| v.min(MAX_TOKENS))
+}
+
+/// `SUM`-safe addition in SQL, the same in both dialects: `$cur + $add` held at `i64::MAX`
+/// instead of overflowing (SQLite would turn the sum into a float, PostgreSQL refuse the whole
+/// transaction). `$add` is never negative: every figure is clamped to `[0, MAX_TOKENS]` first.
+macro_rules! saturating_add {
+    ($cur:literal, $add:literal) => {
+        concat!(
+            "CASE WHEN ",
+            $cur,
+            " > 9223372036854775807 - ",
+            $add,
+            " THEN 9223372036854775807 ELSE ",
+            $cur,
+            " + ",
+            $add,
+            " END"
+        )
+    };
+}
+pub(crate) use saturating_add;
+
+/// SQL that is true unless the account `$user` was erased at or after `$started` (Unix ms): the
+/// guard on a record's row and its daily roll-up.
+macro_rules! not_erased {
+    ($user:literal, $started:literal) => {
+        concat!(
+            "NOT EXISTS (SELECT 1 FROM usage_erasures WHERE user_id = ",
+            $user,
+            " AND erased_at >= ",
+            $started,
+            ")"
+        )
+    };
+}
+pub(crate) use not_erased;
+
+/// As `not_erased`, for the month's token count: only an account's deletion (`counters`) drops
+/// it; `DELETE /v1/memory/all` leaves a budget counting what the leg used.
+macro_rules! counted {
+    ($user:literal, $started:literal) => {
+        concat!(
+            "NOT EXISTS (SELECT 1 FROM usage_erasures WHERE user_id = ",
+            $user,
+            " AND erased_at >= ",
+            $started,
+            " AND counters)"
+        )
+    };
+}
+pub(crate) use counted;
+
+/// Now in Unix milliseconds, the erasure markers' clock (the same clock as a record's `at`).
+pub fn now_ms() -> i64 {
+    #[allow(clippy::cast_possible_truncation, reason = "Unix milliseconds fit i64")]
+    let ms = (crate::clock::now() * 1000.0) as i64;
+    ms
+}
+
 impl LegRecord {
+    /// Holds every token figure within `[0, MAX_TOKENS]` (and the cost finite and not negative);
+    /// whether one had to be changed.
+    pub fn clamp(&mut self) -> bool {
+        let mut changed = false;
+        for figure in [
+            &mut self.input_tokens,
+            &mut self.cached_input_tokens,
+            &mut self.cache_write_tokens,
+            &mut self.output_tokens,
+            &mut self.reasoning_tokens,
+        ] {
+            let held = (*figure).clamp(0, MAX_TOKENS);
+            changed |= held != *figure;
+            *figure = held;
+        }
+        if let Some(cost) = self.cost_usd
+            && !(cost.is_finite() && cost >= 0.0)
+        {
+            self.cost_usd = None;
+            changed = true;
+        }
+        changed
+    }
+
+    /// When the leg started, in Unix milliseconds: its end less its duration. `at` is whole
+    /// seconds, so this is up to a second early, never late (an erasure that came after the leg
+    /// started always covers it).
+    pub fn started_ms(&self) -> i64 {
+        self.at
+            .saturating_mul(1000)
+            .saturating_sub(self.duration_ms.max(0))
+    }
+
     /// What the leg counts against a token budget: input plus output tokens.
     pub fn budget_tokens(&self) -> i64 {
         self.input_tokens.saturating_add(self.output_tokens)
@@ -165,7 +266,8 @@ pub struct StoredLeg {
 #[async_trait]
 pub trait UsageStore: Send + Sync {
     /// Writes a batch of records and adds each one's tokens to its account's month, in one
-    /// transaction.
+    /// transaction. Every figure is clamped (`LegRecord::clamp`) and every sum held below 2^63; a
+    /// record of a leg that started at or before its account's erasure is not written.
     async fn insert_legs(&self, records: &[LegRecord]) -> StoreResult<()>;
     /// The sums per key of the records the query covers, in no particular order.
     async fn aggregate(&self, query: &UsageQuery) -> StoreResult<Vec<UsageSums>>;
@@ -183,8 +285,10 @@ pub trait UsageStore: Send + Sync {
     /// Sets the account's monthly token budget (-1 unlimited).
     async fn set_budget(&self, user_id: &str, token_budget: i64) -> StoreResult<()>;
     /// Deletes an account's records (erasure); the month counts and budget stay unless `counters`.
+    /// Leaves a marker, so that a record of a leg that started before now and is written later
+    /// (a leg in flight) is dropped by `insert_legs` (and its month count too with `counters`).
     async fn delete_user_legs(&self, user_id: &str, counters: bool) -> StoreResult<u64>;
-    /// Deletes records older than `before` (Unix seconds), and expired reservations.
+    /// Deletes records (and erasure markers) older than `before` (Unix seconds).
     async fn prune(&self, before: i64) -> StoreResult<u64>;
     /// The account's own budget, its tokens in `month` and what its live reservations (those
     /// not expired at `now`) hold, in one read.

@@ -111,9 +111,17 @@ impl Ledger {
         self.record(record);
     }
 
-    /// Queues a leg's record; never waits.
+    /// Queues a leg's record; never waits. A token figure past `store::usage::MAX_TOKENS` is
+    /// clamped (and logged with the request id).
     /// With the ledger off only `relay_cost_usd_total` counts it: the record is not stored.
-    pub fn record(&self, record: LegRecord) {
+    pub fn record(&self, mut record: LegRecord) {
+        if record.clamp() {
+            tracing::warn!(
+                request_id = %record.request_id,
+                model = %record.model,
+                "a usage record held a token figure past the ledger's maximum; clamped"
+            );
+        }
         if let Some(cost) = record.cost_usd {
             self.metrics
                 .cost_usd
@@ -210,20 +218,44 @@ async fn write_batches(
     write(store.as_ref(), &mut batch).await;
 }
 
+/// Writes a batch, retrying it as a whole (the store may be briefly away); if it still fails and
+/// holds more than one record, each record alone, so that one the store refuses loses only itself.
 async fn write(store: &dyn UsageStore, batch: &mut Vec<LegRecord>) {
     if batch.is_empty() {
         return;
     }
     for attempt in 1..=TRIES {
         match store.insert_legs(batch).await {
-            Ok(()) => break,
+            Ok(()) => {
+                batch.clear();
+                return;
+            }
             Err(e) if attempt < TRIES => {
                 tracing::warn!(error = %e, attempt, "could not write usage records; retrying");
                 tokio::time::sleep(Duration::from_millis(250) * attempt).await;
             }
-            Err(e) => {
-                tracing::error!(error = %e, records = batch.len(), "usage records lost: the store refused them");
+            Err(e) if batch.len() == 1 => {
+                tracing::error!(error = %e, request_id = %batch[0].request_id, "a usage record lost: the store refused it");
             }
+            Err(e) => {
+                tracing::warn!(error = %e, records = batch.len(), "the store refused a batch of usage records; writing them one by one");
+            }
+        }
+    }
+    if batch.len() > 1 {
+        let mut lost = 0_usize;
+        for record in batch.iter() {
+            if let Err(e) = store.insert_legs(std::slice::from_ref(record)).await {
+                lost += 1;
+                tracing::error!(error = %e, request_id = %record.request_id, "a usage record lost: the store refused it");
+            }
+        }
+        if lost > 0 {
+            tracing::error!(
+                records = lost,
+                of = batch.len(),
+                "usage records lost: the store refused them one by one"
+            );
         }
     }
     batch.clear();
@@ -245,5 +277,137 @@ async fn prune_periodically(
             Ok(n) => tracing::info!(records = n, "pruned usage records past the retention"),
             Err(e) => tracing::warn!(error = %e, "could not prune usage records"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::store::StoreError;
+    use crate::store::usage::{StoredLeg, UsageQuery, UsageSums};
+
+    /// A test double of the store that refuses any batch holding a record with the request id
+    /// `bad` (as a store refuses a value it cannot hold), and keeps the request ids it wrote.
+    #[derive(Default)]
+    struct Picky {
+        written: Mutex<Vec<String>>,
+        calls: Mutex<usize>,
+    }
+
+    #[async_trait]
+    impl UsageStore for Picky {
+        async fn insert_legs(&self, records: &[LegRecord]) -> StoreResult<()> {
+            *self.calls.lock().unwrap() += 1;
+            if records.iter().any(|r| r.request_id == "bad") {
+                return Err(StoreError::Unstorable("refused".into()));
+            }
+            let mut written = self.written.lock().unwrap();
+            written.extend(records.iter().map(|r| r.request_id.clone()));
+            Ok(())
+        }
+        async fn aggregate(&self, _: &UsageQuery) -> StoreResult<Vec<UsageSums>> {
+            Ok(Vec::new())
+        }
+        async fn legs(&self, _: &str, _: Option<i64>, _: u32) -> StoreResult<Vec<StoredLeg>> {
+            Ok(Vec::new())
+        }
+        async fn month_tokens(&self, _: &str, _: i64) -> StoreResult<i64> {
+            Ok(0)
+        }
+        async fn budget_and_month(&self, _: &str, _: i64) -> StoreResult<(Option<i64>, i64)> {
+            Ok((None, 0))
+        }
+        async fn set_budget(&self, _: &str, _: i64) -> StoreResult<()> {
+            Ok(())
+        }
+        async fn delete_user_legs(&self, _: &str, _: bool) -> StoreResult<u64> {
+            Ok(0)
+        }
+        async fn prune(&self, _: i64) -> StoreResult<u64> {
+            Ok(0)
+        }
+        async fn month_state(
+            &self,
+            _: &str,
+            _: i64,
+            _: i64,
+        ) -> StoreResult<crate::store::usage::MonthState> {
+            Ok(crate::store::usage::MonthState {
+                own_budget: None,
+                used: 0,
+                reserved: 0,
+            })
+        }
+        async fn reserve(
+            &self,
+            _: &crate::store::usage::Reservation,
+            _: i64,
+            _: i64,
+        ) -> StoreResult<bool> {
+            Ok(true)
+        }
+        async fn release(&self, _: &str) -> StoreResult<()> {
+            Ok(())
+        }
+        async fn setting_or_init(&self, _: &str, value: &str) -> StoreResult<String> {
+            Ok(value.to_owned())
+        }
+    }
+
+    fn record(request_id: &str) -> LegRecord {
+        LegRecord {
+            user_id: "u".into(),
+            request_id: request_id.into(),
+            at: 0,
+            route: "agent",
+            model: "m".into(),
+            provider: "p".into(),
+            project_id: None,
+            status: "ok",
+            input_tokens: 1,
+            cached_input_tokens: 0,
+            cache_write_tokens: 0,
+            output_tokens: 1,
+            reasoning_tokens: 0,
+            ttfb_ms: 0,
+            duration_ms: 0,
+            cost_usd: None,
+            reservation: None,
+            estimated: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_record_the_store_refuses_loses_only_itself() {
+        let store = Picky::default();
+        let mut batch = vec![record("a"), record("bad"), record("b")];
+        write(&store, &mut batch).await;
+        assert!(batch.is_empty());
+        assert_eq!(*store.written.lock().unwrap(), ["a", "b"]);
+        // The batch three times, then each record once.
+        assert_eq!(*store.calls.lock().unwrap(), TRIES as usize + 3);
+    }
+
+    #[test]
+    fn a_record_is_clamped_to_the_ledgers_maximum() {
+        let mut r = record("x");
+        r.input_tokens = i64::MAX;
+        r.output_tokens = -5;
+        r.cost_usd = Some(f64::INFINITY);
+        assert!(r.clamp());
+        assert_eq!(
+            (r.input_tokens, r.output_tokens, r.cost_usd),
+            (crate::store::usage::MAX_TOKENS, 0, None)
+        );
+        assert!(!r.clamp(), "a clamped record stays as it is");
+        assert_eq!(
+            crate::store::usage::clamp_tokens(u64::MAX),
+            crate::store::usage::MAX_TOKENS
+        );
+        assert_eq!(crate::store::usage::clamp_tokens(12), 12);
     }
 }

@@ -131,7 +131,28 @@ impl LegFacts {
         usage: Option<&Usage>,
         prices: Option<&Prices>,
     ) -> LegRecord {
-        let n = |v: Option<u64>| v.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
+        // Clamped before the cost is priced from them, so that a provider's absurd figure
+        // neither breaks the ledger's sums nor prices the leg at it.
+        let n = |v: Option<u64>| v.map_or(0, crate::store::usage::clamp_tokens);
+        if usage.is_some_and(|u| {
+            [
+                Some(u.input_tokens),
+                Some(u.output_tokens),
+                u.cached_input_tokens,
+                u.cache_write_tokens,
+                u.reasoning_tokens,
+            ]
+            .into_iter()
+            .flatten()
+            .any(|v| !i64::try_from(v).is_ok_and(|v| v <= crate::store::usage::MAX_TOKENS))
+        }) {
+            tracing::warn!(
+                request_id = %self.request_id,
+                model,
+                provider,
+                "the provider reported a token figure past the ledger's maximum; clamped"
+            );
+        }
         let input = n(usage.map(|u| u.input_tokens));
         let cached = n(usage.and_then(|u| u.cached_input_tokens));
         let cache_write = n(usage.and_then(|u| u.cache_write_tokens));

@@ -118,3 +118,164 @@ async fn count_tokens_is_forwarded_to_an_anthropic_provider_with_the_upstream_mo
     assert_eq!(body(r).await["input_tokens"], 3);
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn count_tokens_is_rate_limited_apart_from_legs_and_refused_once_the_budget_is_spent() {
+    let fake = FakeUpstream::start().await;
+    let app = crate::helpers::TestApp::spawn_with(|dir| {
+        let mut c = crate::agent::with_fake(crate::helpers::auth_config(dir), &fake);
+        c.limits.agent_per_minute = 1;
+        c.limits.agent_burst = 2;
+        c.usage.flush_ms = 5;
+        c
+    })
+    .await;
+    let ann = app.user("ann@example.com").await;
+    let count = |token: String| {
+        let req = json!({"model": "m1", "messages": [{"role": "user", "content": "hello"}]});
+        app.client
+            .post(app.url("/v1/messages/count_tokens"))
+            .header("x-api-key", token)
+            .json(&req)
+            .send()
+    };
+    for _ in 0..2 {
+        assert_eq!(count(ann.clone()).await.unwrap().status(), StatusCode::OK);
+    }
+    let r = count(ann.clone()).await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.headers().contains_key("retry-after"));
+    let e = body(r).await;
+    assert_eq!(
+        (&e["type"], &e["error"]["type"]),
+        (&json!("error"), &json!("rate_limit_error"))
+    );
+    // Counting took no leg's place.
+    let (status, _) = app.leg(Some(&ann), &crate::agent::user_says("hi")).await;
+    assert_eq!(status, StatusCode::OK);
+
+    // bob's budget (10 tokens) is spent by one leg (12 + 3): his counts are refused.
+    let bob = app.user("bob@example.com").await;
+    let auth = app.state.auth().unwrap();
+    let user = auth
+        .list_users()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|u| u.email == "bob@example.com")
+        .unwrap();
+    relay_server::operator::set_token_budget(app.state.ledger().store().as_ref(), &user, 10)
+        .await
+        .unwrap();
+    assert_eq!(count(bob.clone()).await.unwrap().status(), StatusCode::OK);
+    let (status, _) = app.leg(Some(&bob), &crate::agent::user_says("hi")).await;
+    assert_eq!(status, StatusCode::OK);
+    let spent = async {
+        while body(app.me(Some(&bob)).await).await["tokens_remaining"] != 0 {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), spent)
+        .await
+        .expect("the leg's record was not written within 10 s");
+    let r = count(bob.clone()).await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let e = body(r).await;
+    assert_eq!(
+        (&e["type"], &e["error"]["type"]),
+        (&json!("error"), &json!("permission_error"))
+    );
+}
+
+#[tokio::test]
+async fn count_tokens_bounds_the_providers_answer_in_size_and_in_time() {
+    use futures::StreamExt;
+    use relay_server::config::{ModelConfig, ProviderConfig, ProviderKind};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+    // First call: a 300 MB answer, 64 KiB at a time; then an answer whose body stalls after its
+    // headers; then one with no headers at all.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let (c, s) = (calls.clone(), sent.clone());
+    let counter = axum::Router::new().route(
+        "/v1/messages/count_tokens",
+        axum::routing::post(move || {
+            let (calls, sent) = (c.clone(), s.clone());
+            async move {
+                let stream = match calls.fetch_add(1, Ordering::SeqCst) {
+                    0 => futures::stream::unfold(0_usize, move |n| {
+                        let sent = sent.clone();
+                        async move {
+                            if n >= 300 * 1024 * 1024 {
+                                return None;
+                            }
+                            tokio::time::sleep(Duration::from_micros(200)).await;
+                            let chunk = if n == 0 {
+                                let mut c = br#"{"input_tokens": 1, "pad": ""#.to_vec();
+                                c.resize(64 * 1024, b'x');
+                                c
+                            } else {
+                                vec![b'x'; 64 * 1024]
+                            };
+                            sent.fetch_add(chunk.len(), Ordering::SeqCst);
+                            Some((
+                                Ok::<_, std::io::Error>(axum::body::Bytes::from(chunk)),
+                                n + 64 * 1024,
+                            ))
+                        }
+                    })
+                    .boxed(),
+                    1 => futures::stream::once(async { Ok(axum::body::Bytes::from_static(b"{")) })
+                        .chain(futures::stream::pending())
+                        .boxed(),
+                    _ => futures::stream::pending().boxed(),
+                };
+                axum::response::Response::builder()
+                    .header("content-type", "application/json")
+                    .body(axum::body::Body::from_stream(stream))
+                    .unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, counter).await.unwrap() });
+    let fake = FakeUpstream::start().await;
+    let app = crate::helpers::TestApp::spawn_with(|dir| {
+        let mut c = crate::agent::with_fake(crate::helpers::open_config(dir), &fake);
+        c.routing.idle_timeout_ms = 500;
+        c.providers.push(ProviderConfig {
+            base_url: Some(url),
+            ..ProviderConfig::new("claude", ProviderKind::Anthropic)
+        });
+        c.models.push(ModelConfig {
+            name: "claude".into(),
+            provider: "claude".into(),
+            upstream: "claude-haiku-4-5".into(),
+            ..Default::default()
+        });
+        c
+    })
+    .await;
+    // "user" and "hello": 9 characters, an estimate of 3.
+    let req = json!({"model": "claude", "messages": [{"role": "user", "content": "hello"}]});
+    for case in ["300 MB answer", "stalled body", "no headers"] {
+        let started = Instant::now();
+        let r = app.post("/v1/messages/count_tokens", None, &req).await;
+        let took = started.elapsed();
+        assert_eq!(r.status(), StatusCode::OK, "{case}");
+        assert_eq!(body(r).await["input_tokens"], 3, "{case}: Relay's estimate");
+        assert!(took < Duration::from_secs(5), "{case}: {took:?}");
+        if case == "300 MB answer" {
+            // Relay stopped reading past 1 MiB; what the sockets' buffers took is all that left.
+            let bytes = sent.load(Ordering::SeqCst);
+            assert!(bytes < 32 * 1024 * 1024, "{bytes} bytes sent");
+            assert!(bytes > 1024 * 1024, "{bytes} bytes sent");
+        } else {
+            assert!(took >= Duration::from_millis(450), "{case}: {took:?}");
+        }
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}

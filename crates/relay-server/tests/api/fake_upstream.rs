@@ -35,6 +35,13 @@ pub enum Reply {
     },
     /// Never answers: no headers at all.
     NoHeaders,
+    /// `head`, then nothing until the test opens `gate` (`Notify::notify_one`), then `tail`: a leg
+    /// held open for as long as the test needs.
+    SseGated {
+        head: Vec<String>,
+        gate: Arc<Notify>,
+        tail: Vec<String>,
+    },
 }
 
 #[derive(Clone, Default)]
@@ -152,6 +159,22 @@ async fn answer(State(shared): State<Shared>, body: Bytes) -> Response {
             });
             use futures::StreamExt;
             sse(Body::from_stream(head.chain(cut)))
+        }
+        Reply::SseGated { head, gate, tail } => {
+            use futures::StreamExt;
+            let bytes = |chunks: Vec<String>| {
+                futures::stream::iter(
+                    chunks
+                        .into_iter()
+                        .map(|c| Ok::<_, std::io::Error>(Bytes::from(c))),
+                )
+            };
+            let rest = futures::stream::once(async move {
+                gate.notified().await;
+                bytes(tail)
+            })
+            .flatten();
+            sse(Body::from_stream(bytes(head).chain(rest)))
         }
         Reply::SseThenSilence(chunks) => {
             let guard = DropSignal(dropped);

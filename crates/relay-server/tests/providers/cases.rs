@@ -57,6 +57,7 @@ impl Case {
                         cached_input_tokens: usage.2,
                         cache_write_tokens: usage.3,
                         reasoning_tokens: usage.4,
+                        server_tool_uses: None,
                     },
                 )),
                 End::Status { status, message } => Err(ProviderError::Status {

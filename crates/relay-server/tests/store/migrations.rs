@@ -51,7 +51,8 @@ async fn postgres_migrations_are_safe_when_instances_start_together() {
             (18, true),
             (19, true),
             (35, true),
-            (36, true)
+            (36, true),
+            (38, true)
         ]
     );
     // They share one store: a note through one is seen through another.

@@ -66,11 +66,7 @@ pub async fn stream_leg(
     let arrived = Instant::now();
     gate(&state, &caller).await?;
     let leg = request::validate(&body)?;
-    let request_id = headers
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let request_id = crate::http::extract::request_id(&headers);
     let opened = open_leg(
         &state,
         &caller,
@@ -155,7 +151,7 @@ pub async fn open_leg(
         state.clone(),
         caller.user_id(),
         open::Admitted {
-            request_id: crate::http::extract::request_id(&request_id),
+            request_id,
             reservation,
         },
         chain,

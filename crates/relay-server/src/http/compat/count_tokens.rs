@@ -2,7 +2,11 @@
 //! gateway. When the model (or `auto`'s first) is on an `anthropic` provider, that provider's own
 //! endpoint counts, with its key and the upstream model name; otherwise, or if it fails, Relay
 //! estimates (about four characters a token over the system prompt, messages and tools). No quota
-//! unit is used either way.
+//! unit is used either way, but counts are rate-limited per account like legs (a limit of their
+//! own), refused once the account's token budget is spent, and the provider's answer is bounded:
+//! 1 MiB (`providers::anthropic`) within `[routing] idle_timeout_ms`.
+
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -62,6 +66,8 @@ pub fn estimate(body: &Value) -> u64 {
         (status = 200, description = "`{input_tokens}`: from an `anthropic` provider's own endpoint, else an estimate (about four characters a token over the text)", body = TokenCount),
         (status = 400, description = "`invalid_request_error`", body = super::anthropic::AnthropicErrorBody),
         (status = 401, description = "`authentication_error`", body = super::anthropic::AnthropicErrorBody),
+        (status = 403, description = "`permission_error`: the account's monthly token budget is used up (`budget_exceeded`); in open mode also Relay's `forbidden` for another web origin or a host name that is not loopback or in `allowed_hosts`", body = super::anthropic::AnthropicErrorBody),
+        (status = 429, description = "`rate_limit_error`: the account's counts exceed `[limits] agent_per_minute` and `agent_burst` (counted apart from legs); see Retry-After", body = super::anthropic::AnthropicErrorBody),
     ))]
 pub async fn count_tokens(
     State(state): State<AppState>,
@@ -74,7 +80,19 @@ pub async fn count_tokens(
 }
 
 async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
-    super::caller(&state, &headers, Api::Anthropic).await?;
+    let caller = super::caller(&state, &headers, Api::Anthropic).await?;
+    // Quota-exempt, but each count may be a provider call on the operator's key: rate-limited per
+    // account like legs, and refused once the account's token budget is spent.
+    state.limits().count_tokens.check(caller.user_id()).await?;
+    crate::usage::budget::check(
+        state.ledger().store().as_ref(),
+        state.default_token_budget(),
+        match &caller {
+            crate::accounts::Caller::User(user) => Some(user.id.as_str()),
+            crate::accounts::Caller::Local => None,
+        },
+    )
+    .await?;
     let body: Value = crate::http::extract::parse_json(&body)?;
     if !body["model"].is_string() {
         return Err(ApiError::invalid("model: a string is required"));
@@ -94,11 +112,20 @@ async fn forwarded(state: &AppState, mut body: Value) -> Option<u64> {
     let models = state.models();
     let entry = models.resolve(body["model"].as_str())?.into_iter().next()?;
     body["model"] = Value::String(entry.upstream.clone());
-    match entry.provider.count_tokens(body).await? {
-        Ok(n) => Some(n),
-        Err(e) => {
-            tracing::warn!(provider = %entry.provider_name, error = e.kind(), "count_tokens failed upstream; estimating");
+    // The whole call, answer included, within `[routing] idle_timeout_ms`: a provider that stalls
+    // costs the caller that long at most, then Relay estimates.
+    let within = Duration::from_millis(state.config().routing.idle_timeout_ms);
+    match tokio::time::timeout(within, entry.provider.count_tokens(body)).await {
+        Err(_) => {
+            tracing::warn!(provider = %entry.provider_name, "count_tokens timed out upstream; estimating");
             None
         }
+        Ok(counted) => match counted? {
+            Ok(n) => Some(n),
+            Err(e) => {
+                tracing::warn!(provider = %entry.provider_name, error = e.kind(), "count_tokens failed upstream; estimating");
+                None
+            }
+        },
     }
 }

@@ -213,9 +213,7 @@ pub async fn open(
     leg: agent::ValidLeg,
     arrived: Instant,
 ) -> Result<Opened, ApiError> {
-    let request_id = header_str(headers, "x-request-id")
-        .unwrap_or_default()
-        .to_owned();
+    let request_id = crate::http::extract::request_id(headers);
     agent::open_leg(state, caller, request_id, Some(model), leg, arrived).await
 }
 

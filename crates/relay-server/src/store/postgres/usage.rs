@@ -9,8 +9,18 @@ use super::PgStore;
 use crate::store::StoreResult;
 use crate::store::usage::{
     GroupBy, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery, UsageStore, UsageSums,
-    month_of,
+    counted, month_of, not_erased, saturating_add,
 };
+
+/// The advisory lock key (`relayuer` in ASCII: relay, usage, erasure) that orders ledger batches
+/// against erasures.
+const ERASURE_LOCK: i64 = 0x7265_6c61_7975_6572;
+
+/// The sum of a BIGINT column that never fails: `SUM` of BIGINT is NUMERIC, held at the largest
+/// BIGINT before the cast (which would otherwise raise "bigint out of range").
+fn total(column: &str) -> String {
+    format!("LEAST(SUM({column}), 9223372036854775807)::BIGINT")
+}
 
 /// The column a grouping keys on; `day` is cast so that every key reads back as text.
 fn key_column(group_by: GroupBy) -> &'static str {
@@ -26,13 +36,23 @@ fn key_column(group_by: GroupBy) -> &'static str {
 impl UsageStore for PgStore {
     async fn insert_legs(&self, records: &[LegRecord]) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
+        // Shared with other batches, exclusive to an erasure: an erasure is either wholly before
+        // this batch (its marker drops the records) or wholly after it (it deletes them).
+        sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
+            .bind(ERASURE_LOCK)
+            .execute(&mut *tx)
+            .await?;
         for r in records {
-            sqlx::query(
+            let mut r = r.clone();
+            r.clamp();
+            let written = sqlx::query(concat!(
                 "INSERT INTO usage_legs (user_id, request_id, at, day, route, model, provider,
                     project_id, status, input_tokens, cached_input_tokens, cache_write_tokens,
                     output_tokens, reasoning_tokens, ttfb_ms, duration_ms, cost_usd, estimated)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
-            )
+                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $19
+                 WHERE ",
+                not_erased!("$1", "$18")
+            ))
             .bind(&r.user_id)
             .bind(&r.request_id)
             .bind(r.at)
@@ -50,16 +70,25 @@ impl UsageStore for PgStore {
             .bind(r.ttfb_ms)
             .bind(r.duration_ms)
             .bind(r.cost_usd)
+            .bind(r.started_ms())
             .bind(r.estimated)
             .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "INSERT INTO usage_months (user_id, month, tokens) VALUES ($1, $2, $3)
-                 ON CONFLICT (user_id, month) DO UPDATE SET tokens = usage_months.tokens + excluded.tokens",
-            )
+            .await?
+            .rows_affected();
+            if written == 0 {
+                tracing::info!(request_id = %r.request_id, "a usage record of an erased account was dropped");
+            }
+            sqlx::query(concat!(
+                "INSERT INTO usage_months (user_id, month, tokens) SELECT $1, $2, $3
+                 WHERE ",
+                counted!("$1", "$4"),
+                " ON CONFLICT (user_id, month) DO UPDATE SET tokens = ",
+                saturating_add!("usage_months.tokens", "excluded.tokens")
+            ))
             .bind(&r.user_id)
             .bind(r.month())
             .bind(r.budget_tokens())
+            .bind(r.started_ms())
             .execute(&mut *tx)
             .await?;
             if let Some(id) = &r.reservation {
@@ -68,18 +97,27 @@ impl UsageStore for PgStore {
                     .execute(&mut *tx)
                     .await?;
             }
-            sqlx::query(
+            if written == 0 {
+                continue;
+            }
+            sqlx::query(concat!(
                 "INSERT INTO usage_daily (user_id, day, model, project, legs, input, cached,
                     cache_write, output, cost)
                  VALUES ($1, $2, $3, $4, 1, $5, $6, $7, $8, $9)
                  ON CONFLICT (user_id, day, model, project) DO UPDATE SET
-                    legs = usage_daily.legs + 1, input = usage_daily.input + excluded.input,
-                    cached = usage_daily.cached + excluded.cached,
-                    cache_write = usage_daily.cache_write + excluded.cache_write,
-                    output = usage_daily.output + excluded.output,
-                    cost = CASE WHEN usage_daily.cost IS NULL AND excluded.cost IS NULL THEN NULL
-                        ELSE COALESCE(usage_daily.cost, 0) + COALESCE(excluded.cost, 0) END",
-            )
+                    legs = ",
+                saturating_add!("usage_daily.legs", "1"),
+                ", input = ",
+                saturating_add!("usage_daily.input", "excluded.input"),
+                ", cached = ",
+                saturating_add!("usage_daily.cached", "excluded.cached"),
+                ", cache_write = ",
+                saturating_add!("usage_daily.cache_write", "excluded.cache_write"),
+                ", output = ",
+                saturating_add!("usage_daily.output", "excluded.output"),
+                ", cost = CASE WHEN usage_daily.cost IS NULL AND excluded.cost IS NULL THEN NULL
+                        ELSE COALESCE(usage_daily.cost, 0) + COALESCE(excluded.cost, 0) END"
+            ))
             .bind(&r.user_id)
             .bind(r.at.div_euclid(86_400))
             .bind(&r.model)
@@ -100,13 +138,17 @@ impl UsageStore for PgStore {
         // From the daily roll-up: at most days × models × projects rows per account. The key
         // column is one of `key_column`'s fixed names; every value is bound.
         let sql = format!(
-            "SELECT {key} AS key, SUM(legs)::BIGINT AS legs, SUM(input)::BIGINT AS input,
-                SUM(cached)::BIGINT AS cached, SUM(cache_write)::BIGINT AS cache_write,
-                SUM(output)::BIGINT AS output, SUM(cost) AS cost
+            "SELECT {key} AS key, {legs} AS legs, {input} AS input, {cached} AS cached,
+                {cache_write} AS cache_write, {output} AS output, SUM(cost) AS cost
              FROM usage_daily
              WHERE ($1::TEXT IS NULL OR user_id = $1) AND day BETWEEN $2 AND $3
              GROUP BY {key}",
-            key = key_column(q.group_by)
+            key = key_column(q.group_by),
+            legs = total("legs"),
+            input = total("input"),
+            cached = total("cached"),
+            cache_write = total("cache_write"),
+            output = total("output"),
         );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(&q.user_id)
@@ -168,6 +210,23 @@ impl UsageStore for PgStore {
 
     async fn delete_user_legs(&self, user_id: &str, counters: bool) -> StoreResult<u64> {
         let mut tx = self.pool.begin().await?;
+        // Waits for the batches being written, which then hold the records this deletes; later
+        // batches see the marker.
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(ERASURE_LOCK)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO usage_erasures (user_id, erased_at, counters) VALUES ($1, $2, $3)
+             ON CONFLICT (user_id) DO UPDATE SET
+                erased_at = GREATEST(usage_erasures.erased_at, excluded.erased_at),
+                counters = usage_erasures.counters OR excluded.counters",
+        )
+        .bind(user_id)
+        .bind(crate::store::usage::now_ms())
+        .bind(counters)
+        .execute(&mut *tx)
+        .await?;
         let n = sqlx::query("DELETE FROM usage_legs WHERE user_id = $1")
             .bind(user_id)
             .execute(&mut *tx)
@@ -224,8 +283,11 @@ impl UsageStore for PgStore {
         sqlx::query(
             "INSERT INTO usage_daily (user_id, day, model, project, legs, input, cached,
                 cache_write, output, cost)
-             SELECT user_id, day, model, COALESCE(project_id, ''), COUNT(*), SUM(input_tokens),
-                SUM(cached_input_tokens), SUM(cache_write_tokens), SUM(output_tokens), SUM(cost_usd)
+             SELECT user_id, day, model, COALESCE(project_id, ''), COUNT(*),
+                LEAST(SUM(input_tokens), 9223372036854775807)::BIGINT,
+                LEAST(SUM(cached_input_tokens), 9223372036854775807)::BIGINT,
+                LEAST(SUM(cache_write_tokens), 9223372036854775807)::BIGINT,
+                LEAST(SUM(output_tokens), 9223372036854775807)::BIGINT, SUM(cost_usd)
              FROM usage_legs WHERE day = $1
              GROUP BY user_id, day, model, COALESCE(project_id, '')",
         )
@@ -236,6 +298,11 @@ impl UsageStore for PgStore {
         // Month counts older than the oldest kept record's month are of no use to a budget.
         sqlx::query("DELETE FROM usage_months WHERE month < $1")
             .bind(month_of(before))
+            .execute(&self.pool)
+            .await?;
+        // A marker outlives every leg in flight at its erasure long before the retention ends.
+        sqlx::query("DELETE FROM usage_erasures WHERE erased_at < $1")
+            .bind(before.saturating_mul(1000))
             .execute(&self.pool)
             .await?;
         Ok(n)

@@ -9,8 +9,14 @@ use super::SqliteStore;
 use crate::store::StoreResult;
 use crate::store::usage::{
     GroupBy, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery, UsageStore, UsageSums,
-    month_of,
+    counted, month_of, not_erased, saturating_add,
 };
+
+/// The sum of an integer column that never fails: SQLite's `SUM` raises "integer overflow" past
+/// 2^63, `TOTAL` sums as a float, and the cast holds a float past 2^63 at the largest integer.
+fn total(column: &str) -> String {
+    format!("CAST(TOTAL({column}) AS INTEGER)")
+}
 
 /// The column a grouping keys on; `day` is cast so that every key reads back as text.
 fn key_column(group_by: GroupBy) -> &'static str {
@@ -25,14 +31,20 @@ fn key_column(group_by: GroupBy) -> &'static str {
 #[async_trait]
 impl UsageStore for SqliteStore {
     async fn insert_legs(&self, records: &[LegRecord]) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        // IMMEDIATE: the erasure markers are read under the write lock, so an erasure is either
+        // wholly before this batch (its marker drops the records) or wholly after it (it deletes them).
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         for r in records {
-            sqlx::query(
+            let mut r = r.clone();
+            r.clamp();
+            let written = sqlx::query(concat!(
                 "INSERT INTO usage_legs (user_id, request_id, at, day, route, model, provider,
                     project_id, status, input_tokens, cached_input_tokens, cache_write_tokens,
                     output_tokens, reasoning_tokens, ttfb_ms, duration_ms, cost_usd, estimated)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?19
+                 WHERE ",
+                not_erased!("?1", "?18")
+            ))
             .bind(&r.user_id)
             .bind(&r.request_id)
             .bind(r.at)
@@ -50,16 +62,25 @@ impl UsageStore for SqliteStore {
             .bind(r.ttfb_ms)
             .bind(r.duration_ms)
             .bind(r.cost_usd)
+            .bind(r.started_ms())
             .bind(i64::from(r.estimated))
             .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "INSERT INTO usage_months (user_id, month, tokens) VALUES (?, ?, ?)
-                 ON CONFLICT (user_id, month) DO UPDATE SET tokens = tokens + excluded.tokens",
-            )
+            .await?
+            .rows_affected();
+            if written == 0 {
+                tracing::info!(request_id = %r.request_id, "a usage record of an erased account was dropped");
+            }
+            sqlx::query(concat!(
+                "INSERT INTO usage_months (user_id, month, tokens) SELECT ?1, ?2, ?3
+                 WHERE ",
+                counted!("?1", "?4"),
+                " ON CONFLICT (user_id, month) DO UPDATE SET tokens = ",
+                saturating_add!("tokens", "excluded.tokens")
+            ))
             .bind(&r.user_id)
             .bind(r.month())
             .bind(r.budget_tokens())
+            .bind(r.started_ms())
             .execute(&mut *tx)
             .await?;
             if let Some(id) = &r.reservation {
@@ -68,18 +89,27 @@ impl UsageStore for SqliteStore {
                     .execute(&mut *tx)
                     .await?;
             }
-            sqlx::query(
+            if written == 0 {
+                continue;
+            }
+            sqlx::query(concat!(
                 "INSERT INTO usage_daily (user_id, day, model, project, legs, input, cached,
                     cache_write, output, cost)
                  VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
                  ON CONFLICT (user_id, day, model, project) DO UPDATE SET
-                    legs = legs + 1, input = input + excluded.input,
-                    cached = cached + excluded.cached,
-                    cache_write = cache_write + excluded.cache_write,
-                    output = output + excluded.output,
-                    cost = CASE WHEN cost IS NULL AND excluded.cost IS NULL THEN NULL
-                        ELSE COALESCE(cost, 0) + COALESCE(excluded.cost, 0) END",
-            )
+                    legs = ",
+                saturating_add!("legs", "1"),
+                ", input = ",
+                saturating_add!("input", "excluded.input"),
+                ", cached = ",
+                saturating_add!("cached", "excluded.cached"),
+                ", cache_write = ",
+                saturating_add!("cache_write", "excluded.cache_write"),
+                ", output = ",
+                saturating_add!("output", "excluded.output"),
+                ", cost = CASE WHEN cost IS NULL AND excluded.cost IS NULL THEN NULL
+                        ELSE COALESCE(cost, 0) + COALESCE(excluded.cost, 0) END"
+            ))
             .bind(&r.user_id)
             .bind(r.at.div_euclid(86_400))
             .bind(&r.model)
@@ -100,13 +130,17 @@ impl UsageStore for SqliteStore {
         // From the daily roll-up: at most days × models × projects rows per account. The key
         // column is one of `key_column`'s fixed names; every value is bound.
         let sql = format!(
-            "SELECT {key} AS key, SUM(legs) AS legs, SUM(input) AS input,
-                SUM(cached) AS cached, SUM(cache_write) AS cache_write,
-                SUM(output) AS output, SUM(cost) AS cost
+            "SELECT {key} AS key, {legs} AS legs, {input} AS input, {cached} AS cached,
+                {cache_write} AS cache_write, {output} AS output, SUM(cost) AS cost
              FROM usage_daily
              WHERE (?1 IS NULL OR user_id = ?1) AND day BETWEEN ?2 AND ?3
              GROUP BY {key}",
-            key = key_column(q.group_by)
+            key = key_column(q.group_by),
+            legs = total("legs"),
+            input = total("input"),
+            cached = total("cached"),
+            cache_write = total("cache_write"),
+            output = total("output"),
         );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(&q.user_id)
@@ -135,18 +169,19 @@ impl UsageStore for SqliteStore {
     }
 
     async fn month_tokens(&self, user_id: &str, month: i64) -> StoreResult<i64> {
-        let tokens: Option<i64> =
-            sqlx::query_scalar("SELECT tokens FROM usage_months WHERE user_id = ? AND month = ?")
-                .bind(user_id)
-                .bind(month)
-                .fetch_optional(&self.pool)
-                .await?;
+        let tokens: Option<i64> = sqlx::query_scalar(
+            "SELECT CAST(tokens AS INTEGER) FROM usage_months WHERE user_id = ? AND month = ?",
+        )
+        .bind(user_id)
+        .bind(month)
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(tokens.unwrap_or(0))
     }
 
     async fn budget_and_month(&self, user_id: &str, month: i64) -> StoreResult<(Option<i64>, i64)> {
         let row = sqlx::query(
-            "SELECT (SELECT token_budget FROM usage_budgets WHERE user_id = ?1) AS budget, COALESCE((SELECT tokens FROM usage_months WHERE user_id = ?1 AND month = ?2), 0) AS tokens",
+            "SELECT (SELECT token_budget FROM usage_budgets WHERE user_id = ?1) AS budget, COALESCE((SELECT CAST(tokens AS INTEGER) FROM usage_months WHERE user_id = ?1 AND month = ?2), 0) AS tokens",
         )
         .bind(user_id)
         .bind(month)
@@ -167,7 +202,18 @@ impl UsageStore for SqliteStore {
     }
 
     async fn delete_user_legs(&self, user_id: &str, counters: bool) -> StoreResult<u64> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        // The marker first: a record of a leg still running is dropped when it arrives.
+        sqlx::query(
+            "INSERT INTO usage_erasures (user_id, erased_at, counters) VALUES (?, ?, ?)
+             ON CONFLICT (user_id) DO UPDATE SET erased_at = MAX(erased_at, excluded.erased_at),
+                counters = counters OR excluded.counters",
+        )
+        .bind(user_id)
+        .bind(crate::store::usage::now_ms())
+        .bind(counters)
+        .execute(&mut *tx)
+        .await?;
         let n = sqlx::query("DELETE FROM usage_legs WHERE user_id = ?")
             .bind(user_id)
             .execute(&mut *tx)
@@ -224,8 +270,10 @@ impl UsageStore for SqliteStore {
         sqlx::query(
             "INSERT INTO usage_daily (user_id, day, model, project, legs, input, cached,
                 cache_write, output, cost)
-             SELECT user_id, day, model, COALESCE(project_id, ''), COUNT(*), SUM(input_tokens),
-                SUM(cached_input_tokens), SUM(cache_write_tokens), SUM(output_tokens), SUM(cost_usd)
+             SELECT user_id, day, model, COALESCE(project_id, ''), COUNT(*),
+                CAST(TOTAL(input_tokens) AS INTEGER), CAST(TOTAL(cached_input_tokens) AS INTEGER),
+                CAST(TOTAL(cache_write_tokens) AS INTEGER), CAST(TOTAL(output_tokens) AS INTEGER),
+                SUM(cost_usd)
              FROM usage_legs WHERE day = ?
              GROUP BY user_id, day, model, COALESCE(project_id, '')",
         )
@@ -236,6 +284,11 @@ impl UsageStore for SqliteStore {
         // Month counts older than the oldest kept record's month are of no use to a budget.
         sqlx::query("DELETE FROM usage_months WHERE month < ?")
             .bind(month_of(before))
+            .execute(&self.pool)
+            .await?;
+        // A marker outlives every leg in flight at its erasure long before the retention ends.
+        sqlx::query("DELETE FROM usage_erasures WHERE erased_at < ?")
+            .bind(before.saturating_mul(1000))
             .execute(&self.pool)
             .await?;
         Ok(n)
