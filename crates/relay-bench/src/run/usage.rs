@@ -184,6 +184,7 @@ async fn fill(config: &Path, records: u64) -> Result<()> {
             cost_usd: Some(0.001 * (i % 7) as f64),
             reservation: None,
             estimated: false,
+            server_tool_uses: 0,
         });
         if batch.len() == 10_000 || i == n - 1 {
             store

@@ -91,6 +91,9 @@ pub struct LegItem {
     /// The tokens are Relay's estimate: the provider's own count never arrived (the client left
     /// early, or the call failed after output).
     pub estimated: bool,
+    /// Tools the provider ran itself for the call (web searches, fetches, code runs), which it
+    /// bills apart from tokens.
+    pub server_tool_uses: i64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -215,6 +218,7 @@ fn item(l: StoredLeg) -> LegItem {
         duration_ms: r.duration_ms,
         cost_usd: r.cost_usd,
         estimated: r.estimated,
+        server_tool_uses: r.server_tool_uses,
     }
 }
 

@@ -54,6 +54,8 @@ pub struct LegRecord {
     pub reservation: Option<String>,
     /// The tokens are Relay's estimate (the provider's count never arrived), not the provider's.
     pub estimated: bool,
+    /// Tools the provider ran itself for the call (web searches, code runs), billed apart.
+    pub server_tool_uses: i64,
 }
 
 /// Tokens a leg holds against its account's monthly budget from admission to its record.

@@ -378,6 +378,7 @@ mod tests {
             cost_usd: None,
             reservation: None,
             estimated: false,
+            server_tool_uses: 0,
         }
     }
 

@@ -172,6 +172,7 @@ impl LegFacts {
             cache_write_tokens: cache_write,
             output_tokens: output,
             reasoning_tokens: n(usage.and_then(|u| u.reasoning_tokens)),
+            server_tool_uses: n(usage.and_then(|u| u.server_tool_uses)),
             ttfb_ms: self.ttfb_ms,
             duration_ms: i64::try_from(self.arrived.elapsed().as_millis()).unwrap_or(i64::MAX),
             cost_usd: prices.map(|p| p.cost(input, cached, cache_write, output)),

@@ -370,6 +370,7 @@ async fn a_leg_in_flight_during_delete_memory_all_leaves_no_record_but_counts_in
         cost_usd: None,
         reservation: None,
         estimated: false,
+        server_tool_uses: 0,
     };
     app.state
         .ledger()

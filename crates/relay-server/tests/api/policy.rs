@@ -476,3 +476,110 @@ async fn unlisted_anthropic_betas_are_dropped_and_listed_ones_pass() {
     assert_ne!(sent["metadata"]["user_id"], "someone-else");
     let _ = expect_error;
 }
+
+/// An Anthropic provider that runs two web searches for every call, and records what it got.
+async fn searching_provider() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let app = axum::Router::new().route(
+        "/v1/messages",
+        post(move |body: Bytes| {
+            let log = log.clone();
+            async move {
+                log.lock().unwrap().push(serde_json::from_slice::<Value>(&body).unwrap());
+                let event = |name: &str, v: Value| format!("event: {name}\ndata: {v}\n\n");
+                let sse = event("message_start", json!({"type": "message_start", "message": {"usage": {"input_tokens": 30, "output_tokens": 1}}}))
+                    + &event("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}))
+                    + &event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "found it"}}))
+                    + &event("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                        "usage": {"output_tokens": 12, "server_tool_use": {"web_search_requests": 2}}}))
+                    + &event("message_stop", json!({"type": "message_stop"}));
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from(sse))
+                    .unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), seen)
+}
+
+#[tokio::test]
+async fn an_allowed_hosted_tool_reaches_the_provider_and_its_runs_are_metered() {
+    let (url, seen) = searching_provider().await;
+    let app = TestApp::spawn_with(|dir| {
+        let mut c = open_config(dir);
+        c.providers = vec![ProviderConfig {
+            base_url: Some(url),
+            ..ProviderConfig::new("anthropic", ProviderKind::Anthropic)
+        }];
+        let model = |name: &str, hosted: Vec<String>| ModelConfig {
+            name: name.into(),
+            provider: "anthropic".into(),
+            upstream: "claude".into(),
+            hosted_tools: hosted,
+            ..Default::default()
+        };
+        c.models = vec![
+            model("searcher", vec!["web_search".into()]),
+            model("plain", vec![]),
+        ];
+        c.usage.flush_ms = 5;
+        c
+    })
+    .await;
+    let call = |model: &str| {
+        json!({"model": model, "max_tokens": 64, "messages": [{"role": "user", "content": "look it up"}],
+            "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 2},
+                {"type": "code_execution_20250522", "name": "code_execution"}]})
+    };
+    // Code execution is allowed for neither model: refused, naming the tool.
+    let r = app.post("/v1/messages", None, &call("searcher")).await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let b = body(r).await;
+    assert!(
+        b["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("tools[1]:"),
+        "{b}"
+    );
+    let mut only_search = call("searcher");
+    only_search["tools"].as_array_mut().unwrap().pop();
+    let r = app.post("/v1/messages", None, &only_search).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    // An allowed tool passes unchanged (Relay's own cache breakpoint aside).
+    let mut sent = seen.lock().unwrap()[0]["tools"].clone();
+    sent[0].as_object_mut().unwrap().remove("cache_control");
+    assert_eq!(sent, only_search["tools"]);
+    let legs = async {
+        loop {
+            let page = body(app.get("/v1/usage/legs", None).await).await;
+            if let Some(leg) = page["items"].as_array().unwrap().first() {
+                return leg.clone();
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let leg = tokio::time::timeout(Duration::from_secs(10), legs)
+        .await
+        .unwrap();
+    assert_eq!(
+        (&leg["server_tool_uses"], &leg["estimated"]),
+        (&json!(2), &json!(false)),
+        "{leg}"
+    );
+    // A model that does not allow search: the search tool agents send by default is left out.
+    let mut plain = only_search.clone();
+    plain["model"] = json!("plain");
+    let r = app.post("/v1/messages", None, &plain).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        seen.lock().unwrap()[1]
+            .get("tools")
+            .is_none_or(|t| t.as_array().unwrap().is_empty())
+    );
+}

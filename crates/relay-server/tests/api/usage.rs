@@ -352,6 +352,7 @@ async fn records_past_the_retention_are_pruned() {
         cost_usd: None,
         reservation: None,
         estimated: false,
+        server_tool_uses: 0,
     };
     let store = app.state.ledger().store();
     store

@@ -167,6 +167,7 @@ async fn the_daily_rollup_migration_sums_the_records_already_stored() {
         cost_usd: Some(0.5),
         reservation: None,
         estimated: false,
+        server_tool_uses: 0,
     };
     let query = UsageQuery {
         user_id: Some("u1".into()),

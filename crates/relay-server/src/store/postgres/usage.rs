@@ -48,8 +48,8 @@ impl UsageStore for PgStore {
             let written = sqlx::query(concat!(
                 "INSERT INTO usage_legs (user_id, request_id, at, day, route, model, provider,
                     project_id, status, input_tokens, cached_input_tokens, cache_write_tokens,
-                    output_tokens, reasoning_tokens, ttfb_ms, duration_ms, cost_usd, estimated)
-                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $19
+                    output_tokens, reasoning_tokens, ttfb_ms, duration_ms, cost_usd, estimated, server_tool_uses)
+                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $19, $20
                  WHERE ",
                 not_erased!("$1", "$18")
             ))
@@ -72,6 +72,7 @@ impl UsageStore for PgStore {
             .bind(r.cost_usd)
             .bind(r.started_ms())
             .bind(r.estimated)
+            .bind(r.server_tool_uses)
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -328,6 +329,7 @@ fn stored(row: &sqlx::postgres::PgRow) -> StoreResult<StoredLeg> {
         id: row.try_get("id")?,
         record: LegRecord {
             reservation: None,
+            server_tool_uses: row.try_get("server_tool_uses")?,
             estimated: row.try_get("estimated")?,
             user_id: row.try_get("user_id")?,
             request_id: row.try_get("request_id")?,

@@ -40,8 +40,8 @@ impl UsageStore for SqliteStore {
             let written = sqlx::query(concat!(
                 "INSERT INTO usage_legs (user_id, request_id, at, day, route, model, provider,
                     project_id, status, input_tokens, cached_input_tokens, cache_write_tokens,
-                    output_tokens, reasoning_tokens, ttfb_ms, duration_ms, cost_usd, estimated)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?19
+                    output_tokens, reasoning_tokens, ttfb_ms, duration_ms, cost_usd, estimated, server_tool_uses)
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?19, ?20
                  WHERE ",
                 not_erased!("?1", "?18")
             ))
@@ -64,6 +64,7 @@ impl UsageStore for SqliteStore {
             .bind(r.cost_usd)
             .bind(r.started_ms())
             .bind(i64::from(r.estimated))
+            .bind(r.server_tool_uses)
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -314,6 +315,7 @@ fn stored(row: &sqlx::sqlite::SqliteRow) -> StoreResult<StoredLeg> {
         id: row.try_get("id")?,
         record: LegRecord {
             reservation: None,
+            server_tool_uses: row.try_get("server_tool_uses")?,
             estimated: row.try_get::<i64, _>("estimated")? != 0,
             user_id: row.try_get("user_id")?,
             request_id: row.try_get("request_id")?,

@@ -68,8 +68,14 @@ pub struct MessageIn {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ToolIn {
     pub name: String,
+    /// Absent (or `custom`) for the client's own tools; a typed tool (`web_search_20250305`,
+    /// `bash_20250124`, ...) exists only at Anthropic: it reaches an `anthropic` provider as sent
+    /// (where the pass-through policy allows it) and is left out of a translation.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
     #[serde(default)]
     pub description: Option<String>,
+    #[serde(default)]
     #[schema(value_type = Object)]
     pub input_schema: Value,
 }
@@ -289,6 +295,7 @@ fn translate(request: &MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), 
     let tools: Vec<ToolDef> = request
         .tools
         .iter()
+        .filter(|t| t.kind.as_deref().is_none_or(|k| k == "custom"))
         .map(|t| ToolDef {
             name: t.name.clone(),
             description: t.description.clone().unwrap_or_default(),

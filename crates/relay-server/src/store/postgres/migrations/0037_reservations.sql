@@ -20,3 +20,7 @@ CREATE TABLE relay_settings (
 -- A record whose tokens are Relay's estimate: the provider's own count never arrived (the
 -- client left and the provider's stream ended before its usage, or the call failed after output).
 ALTER TABLE usage_legs ADD COLUMN estimated BOOLEAN NOT NULL DEFAULT FALSE;
+
+-- Tools the provider ran itself for the leg (web searches, fetches, code runs: Anthropic's
+-- `usage.server_tool_use`, a Responses answer's hosted `*_call` items), billed apart from tokens.
+ALTER TABLE usage_legs ADD COLUMN server_tool_uses BIGINT NOT NULL DEFAULT 0;
