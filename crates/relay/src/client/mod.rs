@@ -5,9 +5,17 @@
 mod agent;
 mod approval;
 mod credentials;
+mod diff;
 mod display;
+mod editor;
+mod interactive;
+mod live;
 mod login;
 mod project;
+mod rules;
+mod sessions;
+mod settings;
+mod slash;
 mod tools;
 
 use clap::Subcommand;

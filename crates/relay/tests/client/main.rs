@@ -11,6 +11,7 @@ mod hardening;
 mod harness;
 mod panes;
 mod rules;
+mod session;
 mod support;
 mod terminal;
 mod tmux;
