@@ -84,21 +84,26 @@ pub fn wrap_words(s: &str, width: usize) -> Vec<String> {
     let mut cur: Vec<char> = Vec::new();
     for c in s.chars() {
         if cur.len() == width {
-            // The last space that is not the piece's first character: cut before it.
-            // The cut goes before a whole run of spaces, so no piece ends in one.
-            let at = cur.iter().rposition(|&x| x == ' ').map(|mut i| {
-                while i > 1 && cur[i - 1] == ' ' {
-                    i -= 1;
-                }
-                i
-            });
-            match at.filter(|&i| i > 0) {
+            // The cut goes before a whole run of spaces, so no piece ends in one (a terminal
+            // would drop it): the last space that follows a non-space.
+            match (1..cur.len())
+                .rev()
+                .find(|&i| cur[i] == ' ' && cur[i - 1] != ' ')
+            {
                 Some(i) => {
                     let rest = cur.split_off(i);
                     pieces.push(cur.iter().collect());
                     cur = rest;
                 }
-                None => pieces.push(std::mem::take(&mut cur).iter().collect()),
+                None => {
+                    // One long word: cut it, its trailing spaces (if any) opening the next piece.
+                    let end = cur
+                        .iter()
+                        .rposition(|&x| x != ' ')
+                        .map_or(cur.len(), |k| k + 1);
+                    let rest = cur.split_off(end.max(1));
+                    pieces.push(std::mem::replace(&mut cur, rest).iter().collect());
+                }
             }
         }
         cur.push(c);
@@ -194,10 +199,11 @@ mod tests {
         assert!(pieces.iter().all(|p| p.chars().count() <= 10));
         assert_eq!(wrap_words("", 10), [""]);
         let spaced = "ab:\"      \",\"pad\"";
-        for w in 4..12 {
+        for w in 8..14 {
             let pieces = wrap_words(spaced, w);
             assert_eq!(pieces.concat(), spaced);
             assert!(pieces.iter().all(|p| !p.ends_with(' ')), "{pieces:?}");
+            assert!(pieces.iter().all(|p| !p.trim().is_empty()), "{pieces:?}");
         }
     }
 }
