@@ -39,15 +39,22 @@ fn recalled(screen: &str) -> bool {
 
 /// `relay agent <args>` in a pane, in `cwd`, with its own data folder under the relay's dir.
 fn session(relay: &Relay, cwd: &Path, args: &str, name: &str) -> Tmux {
+    session_with(relay, cwd, args, name, None)
+}
+
+/// As `session`, signed in with `token`.
+fn session_with(relay: &Relay, cwd: &Path, args: &str, name: &str, token: Option<&str>) -> Tmux {
     let dir = relay.dir.path().join(name);
     std::fs::create_dir_all(&dir).unwrap();
     let mut tmux = Command::new("tmux");
-    Run::new(relay, cwd)
-        .env(
-            "XDG_DATA_HOME",
-            relay.dir.path().join("data").to_str().unwrap(),
-        )
-        .configure(&mut tmux);
+    let mut run = Run::new(relay, cwd).env(
+        "XDG_DATA_HOME",
+        relay.dir.path().join("data").to_str().unwrap(),
+    );
+    if let Some(t) = token {
+        run = run.env("RELAY_TOKEN", t);
+    }
+    run.configure(&mut tmux);
     tmux.env_remove("NO_COLOR");
     Tmux::start_from(
         tmux,
@@ -323,4 +330,66 @@ async fn a_failed_leg_puts_the_message_back_and_c_continues_with_the_same_prefix
         Value::from("and a follow-up")
     );
     assert_eq!(after.len(), before.len() + 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cost_shows_the_ledgers_figures_and_the_units_left() {
+    let relay = Relay::with_auth(vec![text("counted answer")], "default_limit = 50").await;
+    let token = relay.signup("cost@example.com").await;
+    let p = project(None);
+    let term = session_with(&relay, p.path(), "", "t1", Some(&token));
+    term.wait_until(PANE, "the prompt", at_prompt).await;
+    term.send_keys(PANE, &["count this", "Enter"]);
+    term.wait_until(PANE, "the answer", |s| {
+        s.contains("counted answer") && at_prompt(s)
+    })
+    .await;
+    // The ledger as the API shows it, once the leg's record is written.
+    let http = reqwest::Client::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    let leg = loop {
+        let page: Value = http
+            .get(format!("{}/v1/usage/legs", relay.url))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(leg) = page["items"].as_array().and_then(|a| a.first()) {
+            break leg.clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no ledger record");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let me: Value = http
+        .get(format!("{}/v1/me", relay.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    term.send_keys(PANE, &["/cost", "Enter"]);
+    let screen = term.wait_for(PANE, "left: ").await;
+    assert!(
+        screen.contains("this session: 1 calls, 10 tokens in (0 cached, 0%), 2 out"),
+        "{screen}"
+    );
+    let ledger = format!(
+        "relay's ledger: 1 of 1 calls recorded, {} in ({} cached), {} out",
+        leg["input_tokens"], leg["cached_input_tokens"], leg["output_tokens"]
+    );
+    assert!(screen.contains(&ledger), "{ledger} in {screen}");
+    assert!(
+        screen.contains(&format!("left: {} units", me["remaining"])),
+        "{screen}"
+    );
+    assert!(
+        screen.contains(&format!("{} units left", me["remaining"])),
+        "the status line shows the units left: {screen}"
+    );
+    assert_eq!(relay.upstream.requests().len(), 1, "/cost is not a message");
 }
