@@ -393,3 +393,97 @@ async fn cost_shows_the_ledgers_figures_and_the_units_left() {
     );
     assert_eq!(relay.upstream.requests().len(), 1, "/cost is not a message");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_model_role_clear_and_resume_commands() {
+    let relay = Relay::open(vec![text("one"), text("two"), text("three")]).await;
+    let p = project(None);
+    let term = session(&relay, p.path(), "", "t1");
+    term.wait_until(PANE, "the prompt", at_prompt).await;
+
+    // /memory: add, list, search, forget, all through the relay's memory API.
+    term.send_keys(PANE, &["/memory add the tests use tmux", "Enter"]);
+    term.wait_for(PANE, "remembered").await;
+    term.send_keys(PANE, &["/memory add deploys go through CI", "Enter"]);
+    term.wait_until(PANE, "the second note", |s| {
+        s.matches("remembered").count() == 2
+    })
+    .await;
+    term.send_keys(PANE, &["/memory search TMUX", "Enter"]);
+    let screen = term.wait_for(PANE, "  the tests use tmux").await;
+    let id = screen
+        .lines()
+        .find(|l| l.ends_with("  the tests use tmux"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    assert!(
+        !screen.contains("  deploys go through CI"),
+        "search shows matching notes only: {screen}"
+    );
+    term.send_keys(PANE, &[&format!("/memory forget {id}"), "Enter"]);
+    term.wait_for(PANE, "forgotten").await;
+    term.send_keys(PANE, &["/memory", "Enter"]);
+    term.wait_until(PANE, "the list after forget", |s| {
+        s.matches("  deploys go through CI").count() == 1
+            && s.matches("  the tests use tmux").count() == 1
+            && at_prompt(s)
+    })
+    .await;
+
+    // /model lists the relay's models and switches; an unknown one is refused.
+    term.send_keys(PANE, &["/model", "Enter"]);
+    term.wait_for(PANE, "  scripted").await;
+    term.send_keys(PANE, &["/model nope", "Enter"]);
+    term.wait_for(PANE, "the relay has no model nope").await;
+    term.send_keys(PANE, &["/model scripted", "Enter"]);
+    term.wait_for(PANE, "model scripted from the next message on")
+        .await;
+    // /role changes the tool set.
+    term.send_keys(PANE, &["/role base", "Enter"]);
+    term.wait_for(PANE, "tool set base").await;
+    term.send_keys(PANE, &["hello", "Enter"]);
+    term.wait_until(PANE, "the first answer", |s| {
+        s.contains("\none\n") && at_prompt(s)
+    })
+    .await;
+    let first = &relay.upstream.requests()[0];
+    assert!(
+        !relay
+            .upstream
+            .tool_names(0)
+            .contains(&"remember".to_owned()),
+        "{first}"
+    );
+    // /clear: the next message starts a new conversation.
+    term.send_keys(PANE, &["/clear", "Enter"]);
+    term.wait_for(PANE, "new conversation").await;
+    term.send_keys(PANE, &["fresh start", "Enter"]);
+    term.wait_until(PANE, "the second answer", |s| {
+        s.contains("\ntwo\n") && at_prompt(s)
+    })
+    .await;
+    assert_eq!(users(&relay, 1), ["fresh start"]);
+
+    // /resume lists both conversations and takes up the one picked.
+    term.send_keys(PANE, &["/resume", "Enter"]);
+    let screen = term.wait_for(PANE, "resume which? [1-2").await;
+    assert!(
+        screen.contains("\"hello\"") || screen.contains("· hello"),
+        "{screen}"
+    );
+    let pick = screen
+        .lines()
+        .find(|l| l.ends_with("· hello"))
+        .and_then(|l| l.trim().split('.').next())
+        .unwrap()
+        .to_owned();
+    term.send_keys(PANE, &[&pick, "Enter"]);
+    term.wait_for(PANE, "\"hello\"").await;
+    term.send_keys(PANE, &["and again", "Enter"]);
+    term.wait_until(PANE, "the third answer", |s| {
+        s.contains("\nthree\n") && at_prompt(s)
+    })
+    .await;
+    assert_eq!(users(&relay, 2), ["hello", "and again"]);
+}
