@@ -148,12 +148,16 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     };
     // The line editor where a person types; plain lines of standard input elsewhere.
     let terminal = interactive && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    if interactive {
-        // ctrl-c's handler is installed before the line editor first runs: rustyline swaps in its
-        // own for each read and puts back the one it found, which must be tokio's (installed for
-        // the rest of the process), or a later ctrl-c during an answer would kill the session.
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-    }
+    // ctrl-c's handler is installed before the line editor first runs: rustyline swaps in its
+    // own for each read and puts back the one it found, which must be tokio's (installed for the
+    // rest of the process), or a later ctrl-c during an answer would kill the session.
+    let _interrupts = if interactive {
+        Some(tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::interrupt(),
+        )?)
+    } else {
+        None
+    };
     let input = if terminal {
         let history = super::sessions::data_dir().ok().and_then(|d| {
             let dir = d.join("history");
