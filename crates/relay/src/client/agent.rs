@@ -18,6 +18,7 @@ use super::approval::{Approvals, Policy};
 use super::display::{self, Paint};
 use super::editor::Input;
 use super::live::{Spinner, Totals};
+use super::markdown::Markdown;
 use super::project::Project;
 use super::sessions::{Saved, Store};
 use super::tools::{self, Ctx};
@@ -298,6 +299,9 @@ impl Session {
                 .map_err(|e| explain(&self.server, e))?;
             let mut text = String::new();
             let mut calls: Option<Vec<ToolCall>> = None;
+            // Markdown rendered on a colour terminal; plain escaped text elsewhere.
+            let mut markdown = (self.interactive && self.paint.on)
+                .then(|| Markdown::new(self.paint, display::width()));
             // Reasoning is printed without line ends as it streams; the answer starts on a line of its own.
             let mut thinking = false;
             while let Some(event) = stream.next().await {
@@ -324,7 +328,10 @@ impl Session {
                     }
                     AgentEvent::Text { text: piece } => {
                         if self.interactive {
-                            print!("{}", display::text(&piece));
+                            match markdown.as_mut() {
+                                Some(m) => print!("{}", m.push(&piece)),
+                                None => print!("{}", display::text(&piece)),
+                            }
                             let _ = std::io::stdout().flush();
                         }
                         text.push_str(&piece);
@@ -349,6 +356,9 @@ impl Session {
                 }
             }
             spinner.stop();
+            if let Some(m) = markdown.as_mut() {
+                print!("{}", m.finish());
+            }
             let Some(calls) = calls else {
                 if self.interactive {
                     println!();

@@ -11,6 +11,7 @@ mod editor;
 mod interactive;
 mod live;
 mod login;
+mod markdown;
 mod project;
 mod rules;
 mod sessions;

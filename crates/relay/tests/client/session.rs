@@ -39,11 +39,11 @@ fn recalled(screen: &str) -> bool {
 
 /// `relay agent <args>` in a pane, in `cwd`, with its own data folder under the relay's dir.
 fn session(relay: &Relay, cwd: &Path, args: &str, name: &str) -> Tmux {
-    session_with(relay, cwd, args, name, None)
+    session_with(relay, cwd, args, name, &[])
 }
 
-/// As `session`, signed in with `token`.
-fn session_with(relay: &Relay, cwd: &Path, args: &str, name: &str, token: Option<&str>) -> Tmux {
+/// As `session`, with more environment (a token, `NO_COLOR`).
+fn session_with(relay: &Relay, cwd: &Path, args: &str, name: &str, env: &[(&str, &str)]) -> Tmux {
     let dir = relay.dir.path().join(name);
     std::fs::create_dir_all(&dir).unwrap();
     let mut tmux = Command::new("tmux");
@@ -51,11 +51,11 @@ fn session_with(relay: &Relay, cwd: &Path, args: &str, name: &str, token: Option
         "XDG_DATA_HOME",
         relay.dir.path().join("data").to_str().unwrap(),
     );
-    if let Some(t) = token {
-        run = run.env("RELAY_TOKEN", t);
+    for (k, v) in env {
+        run = run.env(k, v);
     }
-    run.configure(&mut tmux);
     tmux.env_remove("NO_COLOR");
+    run.configure(&mut tmux);
     Tmux::start_from(
         tmux,
         &dir,
@@ -337,7 +337,7 @@ async fn cost_shows_the_ledgers_figures_and_the_units_left() {
     let relay = Relay::with_auth(vec![text("counted answer")], "default_limit = 50").await;
     let token = relay.signup("cost@example.com").await;
     let p = project(None);
-    let term = session_with(&relay, p.path(), "", "t1", Some(&token));
+    let term = session_with(&relay, p.path(), "", "t1", &[("RELAY_TOKEN", &token)]);
     term.wait_until(PANE, "the prompt", at_prompt).await;
     term.send_keys(PANE, &["count this", "Enter"]);
     term.wait_until(PANE, "the answer", |s| {
@@ -486,4 +486,51 @@ async fn memory_model_role_clear_and_resume_commands() {
     })
     .await;
     assert_eq!(users(&relay, 2), ["hello", "and again"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn markdown_is_rendered_on_a_colour_terminal_and_not_with_no_color() {
+    let answer = "# Plan\n- step `one`\nplain words\n";
+    let relay = Relay::open(vec![text(answer), text(answer)]).await;
+    let p = project(None);
+    let term = session(&relay, p.path(), "'show the plan'", "t1");
+    let screen = term
+        .wait_until(PANE, "the rendered answer", |s| {
+            s.contains("plain words") && at_prompt(s)
+        })
+        .await;
+    let lines: Vec<&str> = screen.lines().collect();
+    assert!(
+        lines.contains(&"Plan") && lines.contains(&"• step one"),
+        "{screen}"
+    );
+    assert!(!screen.contains("# Plan"), "{screen}");
+    let styled = term.capture_styled(PANE);
+    // tmux writes bold as `ESC[1m` or `ESC[0;1m`, maybe with colour resets after it.
+    let heading = styled.lines().find(|l| l.ends_with("Plan")).unwrap_or("");
+    assert!(
+        heading.contains(";1m") || heading.contains("[1m"),
+        "the heading is bold: {styled}"
+    );
+
+    let term = session_with(
+        &relay,
+        p.path(),
+        "'show the plan'",
+        "t2",
+        &[("NO_COLOR", "1")],
+    );
+    let screen = term
+        .wait_until(PANE, "the plain answer", |s| {
+            s.contains("plain words") && at_prompt(s)
+        })
+        .await;
+    assert!(
+        screen.contains("# Plan\n- step `one`\nplain words"),
+        "{screen}"
+    );
+    assert!(
+        !term.capture_styled(PANE).contains("\x1b[1m"),
+        "no styles with NO_COLOR"
+    );
 }
