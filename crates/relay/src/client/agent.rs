@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use futures::StreamExt;
 use relay_client::{AgentEvent, Client};
 use relay_wire::agent::{AgentRequest, Content, Message, MessageRole, MessageToolCall, ToolCall};
@@ -20,6 +20,7 @@ use super::editor::Input;
 use super::live::{Spinner, Totals};
 use super::markdown::Markdown;
 use super::project::Project;
+pub use super::role::{Role, parse_role, role_name};
 use super::sessions::{Saved, Store};
 use super::tools::{self, Ctx};
 use super::{connect, explain, server_url, settings};
@@ -56,44 +57,6 @@ pub struct AgentArgs {
     /// Resume a saved conversation of this project: by id, or picked from a list.
     #[arg(long, num_args = 0..=1, default_missing_value = "", conflicts_with = "prompt")]
     resume: Option<String>,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Role {
-    #[value(name = "base")]
-    Base,
-    #[value(name = "worker")]
-    Worker,
-    #[value(name = "orchestrator")]
-    Orchestrator,
-    #[value(name = "agent_orchestrator")]
-    AgentOrchestrator,
-}
-
-impl Role {
-    fn tool_role(self) -> Option<ToolRole> {
-        match self {
-            Self::Base => None,
-            Self::Worker => Some(ToolRole::Worker),
-            Self::Orchestrator => Some(ToolRole::Orchestrator),
-            Self::AgentOrchestrator => Some(ToolRole::AgentOrchestrator),
-        }
-    }
-}
-
-/// `worker`, …, or `base` for none.
-pub fn role_name(role: Option<ToolRole>) -> &'static str {
-    role.map_or("base", relay_client::role_name)
-}
-
-/// The role a name means (`base` and `none` are the base set); `Err` for an unknown name.
-pub fn parse_role(name: &str) -> Result<Option<ToolRole>, ()> {
-    match name {
-        "base" | "none" => Ok(None),
-        other => Role::from_str(other, true)
-            .map(Role::tool_role)
-            .map_err(|_| ()),
-    }
 }
 
 pub(super) struct Session {

@@ -13,6 +13,7 @@ mod live;
 mod login;
 mod markdown;
 mod project;
+mod role;
 mod rules;
 mod sessions;
 mod settings;

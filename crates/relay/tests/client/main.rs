@@ -5,6 +5,7 @@
 
 mod account;
 mod agent;
+mod commands;
 mod crate_api;
 mod hardening;
 #[path = "../support/mod.rs"]
