@@ -209,3 +209,75 @@ async fn markdown_is_rendered_on_a_colour_terminal_and_not_with_no_color() {
         "no styles with NO_COLOR"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn project_settings_rules_apply_once_accepted() {
+    let relay = Relay::open(vec![
+        Reply::Tools(vec![(
+            "s1",
+            "run_command",
+            serde_json::json!({"command": "touch accepted.txt"}),
+        )]),
+        text("touched"),
+        Reply::Tools(vec![(
+            "s2",
+            "run_command",
+            serde_json::json!({"command": "touch from-p.txt"}),
+        )]),
+        text("touched again"),
+        Reply::Tools(vec![(
+            "s3",
+            "run_command",
+            serde_json::json!({"command": "touch changed.txt"}),
+        )]),
+        text("refused"),
+    ])
+    .await;
+    let p = project(None);
+    write(
+        p.path(),
+        ".relay/settings.toml",
+        "[permissions]\nallow = [\"Bash(touch:*)\"]\n",
+    );
+    // The first interactive session asks once; accepted, the rule allows the call.
+    let term = session(&relay, p.path(), "'make the file'", "t1");
+    let screen = term
+        .wait_for(PANE, "accept these rules for this project? [y/n]")
+        .await;
+    assert!(screen.contains("  Bash(touch:*)"), "{screen}");
+    term.send_keys(PANE, &["y", "Enter"]);
+    let screen = term
+        .wait_until(PANE, "the answer", |s| {
+            s.contains("touched") && at_prompt(s)
+        })
+        .await;
+    assert!(screen.contains("allowed by Bash(touch:*)"), "{screen}");
+    assert!(!screen.contains("[y/n/always]"), "{screen}");
+    assert!(p.path().join("accepted.txt").exists());
+
+    // `-p` without a terminal: the accepted rule applies there too.
+    let data = relay.dir.path().join("data");
+    let run = Run::new(&relay, p.path()).env("XDG_DATA_HOME", data.to_str().unwrap());
+    let out = run.run(&["agent", "-p", "again"], "").await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(p.path().join("from-p.txt").exists(), "{}", stderr(&out));
+
+    // A changed file is not accepted any more: ignored, and said so.
+    write(
+        p.path(),
+        ".relay/settings.toml",
+        "[permissions]\nallow = [\"Bash(touch:*)\", \"Bash(rm:*)\"]\n",
+    );
+    let out = run.run(&["agent", "-p", "once more"], "").await;
+    assert!(
+        stderr(&out).contains("2 allow rules not accepted yet"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!p.path().join("changed.txt").exists());
+    assert!(
+        relay.upstream.tool_results(5)[0].1.starts_with("not run:"),
+        "{:?}",
+        relay.upstream.tool_results(5)
+    );
+}
