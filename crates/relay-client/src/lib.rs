@@ -36,11 +36,13 @@
 
 mod error;
 mod stream;
+mod usage;
 
 pub use error::Error;
 pub use relay_wire as wire;
 pub use relay_wire::agent::AgentEvent;
 pub use stream::LegStream;
+pub use usage::{LegPage, LegRecord, ModelEntry, ModelList};
 
 use relay_wire::OkResponse;
 use relay_wire::account::{Credentials, Me, Session, WaitlistRequest};
@@ -157,6 +159,23 @@ impl Client {
         }
         let tools: ToolsResponse = self.send(r).await?;
         Ok(tools.tools)
+    }
+
+    /// `GET /v1/models`: the configured model names, `auto` first.
+    pub async fn models(&self) -> Result<Vec<String>, Error> {
+        let list: ModelList = self.send(self.request(Method::GET, "/v1/models")).await?;
+        Ok(list.data.into_iter().map(|m| m.id).collect())
+    }
+
+    /// `GET /v1/usage/legs`: one page of the caller's ledger, newest first.
+    pub async fn usage_legs(&self, limit: u32, cursor: Option<&str>) -> Result<LegPage, Error> {
+        let mut r = self
+            .request(Method::GET, "/v1/usage/legs")
+            .query(&[("limit", limit.to_string())]);
+        if let Some(c) = cursor {
+            r = r.query(&[("cursor", c)]);
+        }
+        self.send(r).await
     }
 
     /// `POST /v1/agent/stream`: starts one leg. Errors before the stream (401, 403

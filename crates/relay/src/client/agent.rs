@@ -2,23 +2,28 @@
 //! the role's tools; text streams in; when the leg ends with `tool_calls` every call is run here,
 //! in order, and answered with exactly one `tool` message by id; the next leg goes out, until
 //! `done`. With `-p` one task runs to its end (answer on stdout, activity on stderr); without it the
-//! session is interactive, and ctrl-c cancels the running leg, not the session.
+//! session is interactive (`interactive.rs`), and ctrl-c cancels the running leg, not the session.
 
 use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use futures::StreamExt;
 use relay_client::{AgentEvent, Client};
 use relay_wire::agent::{AgentRequest, Content, Message, MessageRole, MessageToolCall, ToolCall};
 use relay_wire::tools::{ToolDef, ToolRole};
 
-use super::approval::{Approvals, Input, Policy};
-use super::display;
+use super::approval::{Approvals, Policy};
+use super::display::{self, Paint};
+use super::editor::Input;
+use super::live::{Spinner, Totals};
+use super::markdown::Markdown;
 use super::project::Project;
+pub use super::role::{Role, parse_role, role_name};
+use super::sessions::{Saved, Store};
 use super::tools::{self, Ctx};
-use super::{connect, explain, server_url};
+use super::{connect, explain, server_url, settings};
 
 /// A conversation never runs more legs than this on one message, so a model that loops on tool
 /// calls cannot spend the whole quota.
@@ -36,7 +41,8 @@ pub struct AgentArgs {
     /// Run writes, edits, commands and panes without asking.
     #[arg(long)]
     yes: bool,
-    /// Which tools the agent gets (spec §2.9); none is the normal set.
+    /// Which tools the agent gets (spec §2.9): an interactive session uses `worker` (base tools
+    /// plus remember and recall), `-p` the base set; `base` asks for the base set.
     #[arg(long, value_enum)]
     role: Option<Role>,
     /// A configured model name; `auto` when absent.
@@ -45,45 +51,39 @@ pub struct AgentArgs {
     /// The relay; else RELAY_URL, else http://127.0.0.1:7711.
     #[arg(long)]
     server: Option<String>,
+    /// Continue the last conversation in this project.
+    #[arg(short = 'c', long = "continue", conflicts_with = "prompt")]
+    continue_last: bool,
+    /// Resume a saved conversation of this project: by id, or picked from a list.
+    #[arg(long, num_args = 0..=1, default_missing_value = "", conflicts_with = "prompt")]
+    resume: Option<String>,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum Role {
-    #[value(name = "worker")]
-    Worker,
-    #[value(name = "orchestrator")]
-    Orchestrator,
-    #[value(name = "agent_orchestrator")]
-    AgentOrchestrator,
-}
-
-impl From<Role> for ToolRole {
-    fn from(r: Role) -> Self {
-        match r {
-            Role::Worker => Self::Worker,
-            Role::Orchestrator => Self::Orchestrator,
-            Role::AgentOrchestrator => Self::AgentOrchestrator,
-        }
-    }
-}
-
-struct Session {
-    server: String,
-    client: Client,
-    ctx: Arc<Ctx>,
-    approvals: Approvals,
-    input: Arc<Input>,
-    tools: Vec<ToolDef>,
-    offered: HashSet<String>,
-    role: Option<ToolRole>,
-    model: Option<String>,
-    messages: Vec<Message>,
+pub(super) struct Session {
+    pub server: String,
+    pub client: Client,
+    pub ctx: Arc<Ctx>,
+    pub approvals: Approvals,
+    pub input: Arc<Input>,
+    pub tools: Vec<ToolDef>,
+    pub offered: HashSet<String>,
+    pub role: Option<ToolRole>,
+    pub model: Option<String>,
+    pub messages: Vec<Message>,
     /// Interactive: text streams to stdout as it comes. Print mode: the final answer only.
-    interactive: bool,
-    dim: bool,
+    pub interactive: bool,
+    pub paint: Paint,
+    pub totals: Totals,
+    /// The model of the last leg, for the status line.
+    pub last_model: Option<String>,
+    /// The start line last shown (interactive: shown again only when it changes).
+    pub shown_start: Option<String>,
+    /// Where the conversation is kept (interactive sessions).
+    pub store: Option<Store>,
+    pub saved: Option<Saved>,
 }
 
-fn message(role: MessageRole, text: String) -> Message {
+pub fn message(role: MessageRole, text: String) -> Message {
     Message {
         role,
         content: Some(Content::Text(text)),
@@ -96,9 +96,13 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let server = server_url(args.server);
     let client = connect(&server)?;
     let project = Project::detect()?;
-    let role = args.role.map(ToolRole::from);
-    let tools = client.tools(role).await.map_err(|e| explain(&server, e))?;
     let interactive = args.prompt.is_none();
+    // Memory by default where someone is there to use it; `-p` keeps the base set it always had.
+    let role = match args.role {
+        Some(r) => r.tool_role(),
+        None if interactive => Some(ToolRole::Worker),
+        None => None,
+    };
     let policy = if args.yes {
         Policy::Yes
     } else if interactive || std::io::stdin().is_terminal() {
@@ -106,12 +110,52 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     } else {
         Policy::Refuse
     };
+    // The line editor where a person types; plain lines of standard input elsewhere.
+    let terminal = interactive && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    // ctrl-c's handler is installed before the line editor first runs: rustyline swaps in its
+    // own for each read and puts back the one it found, which must be tokio's (installed for the
+    // rest of the process), or a later ctrl-c during an answer would kill the session.
+    let _interrupts = if interactive {
+        Some(tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::interrupt(),
+        )?)
+    } else {
+        None
+    };
+    let input = if terminal {
+        let history = super::sessions::data_dir().ok().and_then(|d| {
+            let dir = d.join("history");
+            super::sessions::private_dir(&dir).ok()?;
+            Some(dir.join(project.id()))
+        });
+        Input::terminal(history)
+    } else {
+        Input::plain()
+    };
     let system = format!(
         "You are relay's coding agent, working in the project at {} (current directory {}). \
          Use the tools to look at and change the project; paths are relative to the project root.",
         project.root_str(),
         project.cwd_str()
     );
+    let store = if interactive {
+        Some(Store::for_project(&project.id())?)
+    } else {
+        None
+    };
+    let approvals = Approvals::new(policy);
+    if policy != Policy::Yes {
+        let asker = (policy == Policy::Ask).then_some(&input);
+        match settings::allowed(&project, asker).await {
+            Ok(rules) => rules
+                .into_iter()
+                .for_each(|r| approvals.add(r, settings::SOURCE)),
+            Err(e) => eprintln!(
+                "relay: {}; its rules are ignored",
+                display::line(&format!("{e:#}"))
+            ),
+        }
+    }
     let mut session = Session {
         ctx: Arc::new(Ctx {
             project,
@@ -120,18 +164,24 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         }),
         server,
         client,
-        approvals: Approvals::new(policy),
-        input: Arc::new(Input::stdin()),
-        offered: tools.iter().map(|t| t.name.clone()).collect(),
-        tools,
+        approvals,
+        input: Arc::new(input),
+        offered: HashSet::new(),
+        tools: Vec::new(),
         role,
-        model: args.model,
+        model: args.model.clone(),
         messages: vec![message(MessageRole::System, system)],
         interactive,
-        dim: std::io::stderr().is_terminal(),
+        paint: Paint::new(),
+        totals: Totals::default(),
+        last_model: None,
+        shown_start: None,
+        store,
+        saved: None,
     };
     match args.prompt {
         Some(prompt) => {
+            session.set_role(role).await?;
             let prompt = match args.task {
                 Some(extra) => format!("{prompt} {extra}"),
                 None => prompt,
@@ -139,17 +189,35 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
             session.messages.push(message(MessageRole::User, prompt));
             session.turn().await
         }
-        None => session.interact(args.task).await,
+        None => {
+            let resume = if args.continue_last {
+                Some(super::interactive::Resume::Last)
+            } else {
+                args.resume.map(super::interactive::Resume::Pick)
+            };
+            session
+                .interact(args.task, resume, args.role.is_some(), args.model.is_some())
+                .await
+        }
     }
 }
 
 impl Session {
-    fn note(&self, text: &str) {
-        if self.dim {
-            eprintln!("\x1b[2m{text}\x1b[0m");
-        } else {
-            eprintln!("{text}");
-        }
+    pub fn note(&self, text: &str) {
+        eprintln!("{}", self.paint.dim(text));
+    }
+
+    /// Fetches the tools of `role` and makes it the session's.
+    pub async fn set_role(&mut self, role: Option<ToolRole>) -> anyhow::Result<()> {
+        let tools = self
+            .client
+            .tools(role)
+            .await
+            .map_err(|e| explain(&self.server, e))?;
+        self.offered = tools.iter().map(|t| t.name.clone()).collect();
+        self.tools = tools;
+        self.role = role;
+        Ok(())
     }
 
     fn request(&self) -> AgentRequest {
@@ -166,9 +234,27 @@ impl Session {
         }
     }
 
+    fn start_line(&mut self, model: &str, project_id: Option<&str>, notes: u32) {
+        let line = format!(
+            "[relay] model {}, project {}, {notes} notes injected",
+            display::line(model),
+            display::line(project_id.unwrap_or("none"))
+        );
+        // A session shows it when it changes; `-p` logs every leg's, as it always did.
+        if !self.interactive || self.shown_start.as_deref() != Some(line.as_str()) {
+            self.note(&line);
+            self.shown_start = Some(line);
+        }
+    }
+
     /// Legs until `done`; the conversation grows by the assistant's messages and the tool results.
-    async fn turn(&mut self) -> anyhow::Result<()> {
+    pub async fn turn(&mut self) -> anyhow::Result<()> {
         for _ in 0..MAX_LEGS {
+            let label = format!(
+                "waiting for {}",
+                display::line(self.model.as_deref().unwrap_or("the model"))
+            );
+            let spinner = Spinner::start(label, self.interactive);
             let mut stream = self
                 .client
                 .leg(&self.request())
@@ -176,10 +262,16 @@ impl Session {
                 .map_err(|e| explain(&self.server, e))?;
             let mut text = String::new();
             let mut calls: Option<Vec<ToolCall>> = None;
+            // Markdown rendered on a colour terminal; plain escaped text elsewhere.
+            let mut markdown = (self.interactive && self.paint.on)
+                .then(|| Markdown::new(self.paint, display::width()));
             // Reasoning is printed without line ends as it streams; the answer starts on a line of its own.
             let mut thinking = false;
             while let Some(event) = stream.next().await {
                 let event = event.map_err(|e| explain(&self.server, e))?;
+                if !matches!(event, AgentEvent::Start { .. } | AgentEvent::Ping) {
+                    spinner.stop();
+                }
                 if thinking && !matches!(event, AgentEvent::Reasoning { .. } | AgentEvent::Ping) {
                     eprintln!();
                     thinking = false;
@@ -189,15 +281,20 @@ impl Session {
                         model,
                         project_id,
                         notes,
+                        request_id,
                         ..
-                    } => self.note(&format!(
-                        "[relay] model {}, project {}, {notes} notes injected",
-                        display::line(&model),
-                        display::line(project_id.as_deref().unwrap_or("none"))
-                    )),
+                    } => {
+                        spinner.stop();
+                        self.start_line(&model, project_id.as_deref(), notes);
+                        self.totals.request_ids.push(request_id);
+                        self.last_model = Some(model);
+                    }
                     AgentEvent::Text { text: piece } => {
                         if self.interactive {
-                            print!("{}", display::text(&piece));
+                            match markdown.as_mut() {
+                                Some(m) => print!("{}", m.push(&piece)),
+                                None => print!("{}", display::text(&piece)),
+                            }
                             let _ = std::io::stdout().flush();
                         }
                         text.push_str(&piece);
@@ -206,8 +303,11 @@ impl Session {
                         self.reasoning(&text);
                         thinking = true;
                     }
-                    AgentEvent::ToolCalls { calls: c, .. } => calls = Some(c),
-                    AgentEvent::Done { .. } => {}
+                    AgentEvent::ToolCalls { calls: c, usage } => {
+                        self.totals.add(&usage);
+                        calls = Some(c);
+                    }
+                    AgentEvent::Done { usage, .. } => self.totals.add(&usage),
                     AgentEvent::Error { error, message, .. } => {
                         anyhow::bail!(
                             "the relay reported an error during the leg ({}): {}",
@@ -217,6 +317,10 @@ impl Session {
                     }
                     AgentEvent::Ping => {}
                 }
+            }
+            spinner.stop();
+            if let Some(m) = markdown.as_mut() {
+                print!("{}", m.finish());
             }
             let Some(calls) = calls else {
                 if self.interactive {
@@ -253,7 +357,7 @@ impl Session {
 
     fn reasoning(&self, text: &str) {
         let text = display::text(text);
-        if self.dim {
+        if self.paint.on {
             eprint!("\x1b[2m{text}\x1b[0m");
         } else {
             eprint!("{text}");
@@ -270,14 +374,17 @@ impl Session {
             "▸ {name} {}",
             tools::summary(&call.arguments, SUMMARY_CHARS)
         );
-        let args = tools::describe(&call.arguments);
         let result = if !self.offered.contains(&call.name) {
             format!(
                 "error: the tool `{}` is not available in this session",
                 call.name
             )
         } else {
-            match self.approvals.check(&self.input, &call.name, &args).await {
+            match self
+                .approvals
+                .check(&self.input, &self.ctx.project, &call.name, &call.arguments)
+                .await
+            {
                 Ok(()) => {
                     tools::run(self.ctx.clone(), call.name.clone(), call.arguments.clone()).await
                 }
@@ -292,58 +399,5 @@ impl Session {
             self.note(&format!("  ↳ {first}"));
         }
         result
-    }
-
-    /// The interactive session: a prompt, a turn, again, until end of input or ctrl-c at the prompt.
-    async fn interact(&mut self, first: Option<String>) -> anyhow::Result<()> {
-        eprintln!(
-            "relay agent on {} in {} (ctrl-c cancels a running answer; ctrl-d quits)",
-            self.server,
-            self.ctx.project.root_str()
-        );
-        let mut next = first;
-        loop {
-            let line = match next.take() {
-                Some(l) => l,
-                None => {
-                    eprint!("> ");
-                    let _ = std::io::stderr().flush();
-                    let input = self.input.clone();
-                    tokio::select! {
-                        line = input.line() => match line {
-                            Some(l) => l,
-                            None => return Ok(()),
-                        },
-                        _ = tokio::signal::ctrl_c() => return Ok(()),
-                    }
-                }
-            };
-            let line = line.trim().to_owned();
-            if line.is_empty() {
-                continue;
-            }
-            if line == "/exit" || line == "/quit" {
-                return Ok(());
-            }
-            let before = self.messages.len();
-            self.messages.push(message(MessageRole::User, line));
-            let outcome = tokio::select! {
-                r = self.turn() => Some(r),
-                _ = tokio::signal::ctrl_c() => None,
-            };
-            match outcome {
-                Some(Ok(())) => {}
-                Some(Err(e)) => {
-                    eprintln!("relay: {e:#}");
-                    self.messages.truncate(before);
-                }
-                None => {
-                    // Dropping the leg closed its stream; the relay cancels the upstream call.
-                    println!();
-                    eprintln!("[cancelled]");
-                    self.messages.truncate(before);
-                }
-            }
-        }
     }
 }

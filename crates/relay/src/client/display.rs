@@ -45,17 +45,107 @@ fn escape(s: &str, keep_layout: bool) -> String {
     out
 }
 
-/// `s` (already escaped to one line) cut into pieces of at most `width` characters, so a long
-/// approval is shown whole across several lines instead of being cut.
-pub fn wrap(s: &str, width: usize) -> Vec<String> {
-    let chars: Vec<char> = s.chars().collect();
-    if chars.is_empty() {
-        return vec![String::new()];
+/// Whether standard error may carry colour and cursor movement: a terminal, and no `NO_COLOR`
+/// (<https://no-color.org>: set and not empty).
+pub fn styled() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Columns of the terminal on standard error; 160 when it is not one (a log keeps long lines).
+/// Asked of `stty` on the controlling terminal each time, so a resized window is followed
+/// (the workspace forbids the `unsafe` an ioctl would need, and rustix's termios feature would
+/// rebuild the server crate for one number).
+pub fn width() -> usize {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return 160;
     }
-    chars
-        .chunks(width.max(1))
-        .map(|c| c.iter().collect())
-        .collect()
+    let asked = std::fs::File::open("/dev/tty").ok().and_then(|tty| {
+        let out = std::process::Command::new("stty")
+            .arg("size")
+            .stdin(tty)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        let text = String::from_utf8(out.stdout).ok()?;
+        text.split_whitespace().nth(1)?.parse::<usize>().ok()
+    });
+    asked.filter(|w| *w >= 20).unwrap_or(80)
+}
+
+/// `s` (already escaped to one line) cut into pieces of at most `width` characters at spaces, so no
+/// word is broken; a word longer than the width is cut. Each space that a cut falls on opens the
+/// next piece, so the pieces put together are `s` again, and a terminal that drops trailing spaces
+/// loses none.
+pub fn wrap_words(s: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut pieces = Vec::new();
+    let mut cur: Vec<char> = Vec::new();
+    for c in s.chars() {
+        if cur.len() == width {
+            // The cut goes before a whole run of spaces, so no piece ends in one (a terminal
+            // would drop it): the last space that follows a non-space.
+            match (1..cur.len())
+                .rev()
+                .find(|&i| cur[i] == ' ' && cur[i - 1] != ' ')
+            {
+                Some(i) => {
+                    let rest = cur.split_off(i);
+                    pieces.push(cur.iter().collect());
+                    cur = rest;
+                }
+                None => {
+                    // One long word: cut it, its trailing spaces (if any) opening the next piece.
+                    let end = cur
+                        .iter()
+                        .rposition(|&x| x != ' ')
+                        .map_or(cur.len(), |k| k + 1);
+                    let rest = cur.split_off(end.max(1));
+                    pieces.push(std::mem::replace(&mut cur, rest).iter().collect());
+                }
+            }
+        }
+        cur.push(c);
+    }
+    pieces.push(cur.iter().collect());
+    pieces
+}
+
+/// SGR colours, written only when `on`.
+#[derive(Clone, Copy)]
+pub struct Paint {
+    pub on: bool,
+}
+
+impl Paint {
+    pub fn new() -> Self {
+        Self { on: styled() }
+    }
+
+    pub fn paint(self, code: &str, s: &str) -> String {
+        if self.on {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    }
+
+    pub fn dim(self, s: &str) -> String {
+        self.paint("2", s)
+    }
+    pub fn red(self, s: &str) -> String {
+        self.paint("31", s)
+    }
+    pub fn green(self, s: &str) -> String {
+        self.paint("32", s)
+    }
+    pub fn cyan(self, s: &str) -> String {
+        self.paint("36", s)
+    }
+    pub fn bold(self, s: &str) -> String {
+        self.paint("1", s)
+    }
 }
 
 #[cfg(test)]
@@ -93,14 +183,27 @@ mod tests {
     }
 
     #[test]
-    fn wrapping_keeps_every_character() {
-        let s = "x".repeat(250);
-        let pieces = wrap(&s, 100);
-        assert_eq!(
-            pieces.iter().map(String::len).collect::<Vec<_>>(),
-            [100, 100, 50]
-        );
+    fn word_wrapping_never_cuts_a_word_and_keeps_every_character() {
+        let s = "the quick brown fox jumps over the lazy dog";
+        let pieces = wrap_words(s, 12);
         assert_eq!(pieces.concat(), s);
-        assert_eq!(wrap("", 10), [""]);
+        for p in &pieces {
+            assert!(p.chars().count() <= 12, "{p:?}");
+            for w in p.split(' ').filter(|w| !w.is_empty()) {
+                assert!(s.split(' ').any(|x| x == w), "{w:?} is a cut word");
+            }
+        }
+        let long = format!("a {}", "x".repeat(25));
+        let pieces = wrap_words(&long, 10);
+        assert_eq!(pieces.concat(), long);
+        assert!(pieces.iter().all(|p| p.chars().count() <= 10));
+        assert_eq!(wrap_words("", 10), [""]);
+        let spaced = "ab:\"      \",\"pad\"";
+        for w in 8..14 {
+            let pieces = wrap_words(spaced, w);
+            assert_eq!(pieces.concat(), spaced);
+            assert!(pieces.iter().all(|p| !p.ends_with(' ')), "{pieces:?}");
+            assert!(pieces.iter().all(|p| !p.trim().is_empty()), "{pieces:?}");
+        }
     }
 }

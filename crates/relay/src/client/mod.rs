@@ -5,9 +5,19 @@
 mod agent;
 mod approval;
 mod credentials;
+mod diff;
 mod display;
+mod editor;
+mod interactive;
+mod live;
 mod login;
+mod markdown;
 mod project;
+mod role;
+mod rules;
+mod sessions;
+mod settings;
+mod slash;
 mod tools;
 
 use clap::Subcommand;

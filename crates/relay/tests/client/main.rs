@@ -5,12 +5,14 @@
 
 mod account;
 mod agent;
+mod commands;
 mod crate_api;
 mod hardening;
 #[path = "../support/mod.rs"]
 mod harness;
 mod panes;
 mod rules;
+mod session;
 mod support;
 mod terminal;
 mod tmux;

@@ -181,6 +181,25 @@ pub fn write_file(project: &Project, args: &Value) -> anyhow::Result<String> {
     ))
 }
 
+/// The file's text for an approval's diff, read as the tools read (confined, no symlink at the
+/// end, regular files only, at most `cap` bytes): `None` when it does not exist yet.
+pub fn read_for_preview(project: &Project, path: &str, cap: u64) -> anyhow::Result<Option<String>> {
+    let full = project.resolve(path)?;
+    if full.symlink_metadata().is_err() {
+        return Ok(None);
+    }
+    let (mut file, size) = safe_fs::open_regular(&full, path)?;
+    anyhow::ensure!(
+        size <= cap,
+        "{path} has {size} bytes, more than a preview reads"
+    );
+    let bytes =
+        safe_fs::read_up_to(&mut file, cap).with_context(|| format!("cannot read {path}"))?;
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| anyhow::anyhow!("{path} is not UTF-8 text"))
+}
+
 pub fn edit_file(project: &Project, args: &Value) -> anyhow::Result<String> {
     let path = str_arg(args, "path")?;
     let old = str_arg(args, "old_string")?;

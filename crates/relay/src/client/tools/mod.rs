@@ -19,7 +19,9 @@ use relay_client::Client;
 use serde_json::Value;
 
 use super::display;
+
 use super::project::Project;
+pub use files::read_for_preview;
 
 /// What the tools need to know about the session.
 pub struct Ctx {
