@@ -30,7 +30,7 @@ pub use providers::{
 };
 pub use redact::redact_url;
 pub use search::{SearchConfig, SearchKind};
-pub use server::CorsConfig;
+pub use server::{CorsConfig, ServerConfig};
 pub use usage::UsageConfig;
 
 /// Everything `relay serve` and `relay users` read.
@@ -54,6 +54,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Cross-origin access; closed unless origins are listed.
     pub cors: CorsConfig,
+    /// Where clients reach this server (`public_url`).
+    pub server: ServerConfig,
     /// Trace export over OTLP; off unless an endpoint is given.
     pub telemetry: TelemetryConfig,
     /// Open mode only: host names (a `Host` header without its port, or with it) accepted besides
@@ -81,6 +83,7 @@ impl Default for Config {
             search: None,
             limits: LimitsConfig::default(),
             cors: CorsConfig::default(),
+            server: ServerConfig::default(),
             allowed_hosts: Vec::new(),
             trusted_proxies: Vec::new(),
             shutdown_grace_ms: 10_000,
@@ -194,6 +197,30 @@ impl Config {
             }
             if auth.argon2_memory_kib < 8 || auth.argon2_iterations == 0 {
                 return bad("auth.argon2_memory_kib must be at least 8 and auth.argon2_iterations at least 1".into());
+            }
+            if auth.device_code_ttl_secs == 0
+                || auth.access_token_ttl_secs == 0
+                || auth.refresh_token_ttl_days == 0
+            {
+                return bad("auth.device_code_ttl_secs, auth.access_token_ttl_secs and auth.refresh_token_ttl_days must be at least 1".into());
+            }
+            if self.server.public_url.is_none() && !self.bind.ip().is_loopback() {
+                return bad(format!(
+                    "[server] public_url is required with [auth] when binding to {} (not loopback): \
+                     it is the address sign-in links and the device flow send browsers and agents to, \
+                     e.g. public_url = \"https://relay.example.com\"",
+                    self.bind
+                ));
+            }
+        }
+        if let Some(url) = &self.server.public_url {
+            let ok = (url.starts_with("https://") || url.starts_with("http://"))
+                && url.len() > "https://".len()
+                && !url.contains(['?', '#', ' ']);
+            if !ok {
+                return bad(format!(
+                    "server.public_url must be an absolute http(s) URL without query, like https://relay.example.com, not `{url}`"
+                ));
             }
         }
         let limits = &self.limits;

@@ -15,7 +15,7 @@ use crate::error::ApiError;
 use crate::http::state::AppState;
 
 /// Only this service, no inline script or style, not framable.
-const CONSOLE_CSP: &str =
+pub const CONSOLE_CSP: &str =
     "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 const INDEX: &str = include_str!("../../assets/console/index.html");
@@ -55,6 +55,10 @@ const ASSETS: &[Asset] = &[
         include_bytes!("../../assets/console/console.js"),
     ),
     Asset::script("usage.js", include_bytes!("../../assets/console/usage.js")),
+    Asset::script(
+        "device.js",
+        include_bytes!("../../assets/console/device.js"),
+    ),
     Asset::stylesheet(
         "console.css",
         include_bytes!("../../assets/console/console.css"),

@@ -21,6 +21,7 @@ pub mod routes;
 pub mod search;
 pub mod server;
 pub mod shutdown;
+pub mod signin;
 pub mod state;
 pub mod suggest;
 pub mod usage;

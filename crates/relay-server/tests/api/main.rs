@@ -31,6 +31,7 @@ mod responses_same_family;
 mod responses_sdk;
 mod search;
 mod security;
+mod signin;
 mod suggest;
 mod upstream_h2;
 mod usage;

@@ -15,6 +15,7 @@ pub mod held;
 mod injection;
 mod notes;
 mod ranking;
+mod signin;
 mod usage;
 
 use std::str::FromStr;

@@ -23,6 +23,7 @@ mod batch;
 mod checkpoint;
 mod notes;
 mod ranking;
+mod signin;
 mod usage;
 
 mod bulk;
