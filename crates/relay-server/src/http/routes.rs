@@ -8,7 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{
-    accounts, admin, agent, compat, console, docs, health, memory, metrics, search, signin,
+    accounts, admin, agent, compat, console, docs, health, keys, memory, metrics, search, signin,
     suggest, waitlist,
 };
 use crate::http::state::AppState;
@@ -32,6 +32,11 @@ pub fn api() -> OpenApiRouter<AppState> {
             signin::device::decide_device
         ))
         .routes(routes!(admin::delete_user_sessions))
+        // API keys (issue 40)
+        .routes(routes!(keys::create_key, keys::list_keys))
+        .routes(routes!(keys::revoke_key))
+        .routes(routes!(keys::admin_list_keys))
+        .routes(routes!(keys::admin_revoke_key))
         // Account administration (issue 16)
         .routes(routes!(admin::list_users))
         .routes(routes!(admin::patch_user, admin::delete_user))

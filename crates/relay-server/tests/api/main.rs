@@ -20,6 +20,7 @@ mod fake_upstream;
 mod hardening;
 mod helpers;
 mod hostile_stream;
+mod keys;
 mod malformed_calls;
 mod memory;
 mod memory_store;

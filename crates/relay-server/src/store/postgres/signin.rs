@@ -261,14 +261,22 @@ impl SignInStore for PgStore {
     }
 
     async fn touch_api_key(&self, token_hash: &str, now: f64) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE api_keys SET last_used_at = $1
-             WHERE id = (SELECT key_id FROM sessions WHERE token_hash = $2)",
+        // A read first: most uses fall within the minute, and a read takes no write lock.
+        let key: Option<(String, Option<f64>)> = sqlx::query_as(
+            "SELECT k.id, k.last_used_at FROM sessions s JOIN api_keys k ON k.id = s.key_id WHERE s.token_hash = $1",
         )
-        .bind(now)
         .bind(token_hash)
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
+        if let Some((id, last)) = key
+            && last.is_none_or(|t| now - t >= 60.0)
+        {
+            sqlx::query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2")
+                .bind(now)
+                .bind(&id)
+                .execute(&self.pool)
+                .await?;
+        }
         Ok(())
     }
 }
