@@ -215,7 +215,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 UsersCommand::Signout { email } => {
                     let n = users.signout(&email).await?;
-                    println!("signed out {email}: {n} sessions and refresh tokens revoked");
+                    println!(
+                        "signed out {email}: {n} tokens revoked (sessions and refresh tokens; API keys stay)"
+                    );
                 }
             }
             Ok(())
