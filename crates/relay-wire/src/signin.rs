@@ -150,3 +150,16 @@ pub struct CreatedKey {
 pub struct KeyList {
     pub keys: Vec<KeyInfo>,
 }
+
+/// `GET /managed/settings` and the admin agent-settings endpoints: a managed-settings document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ManagedSettings {
+    /// Names the policy; it stays the same when the document is edited.
+    pub uuid: String,
+    /// `sha256:` + the hex SHA-256 of `settings` as JSON with keys sorted at every level and no
+    /// whitespace; also the (quoted) `ETag`.
+    pub checksum: String,
+    /// Claude Code's `managed-settings.json` for the caller.
+    #[schema(value_type = Object)]
+    pub settings: serde_json::Value,
+}

@@ -32,6 +32,18 @@ pub fn api() -> OpenApiRouter<AppState> {
             signin::device::decide_device
         ))
         .routes(routes!(admin::delete_user_sessions))
+        // Managed settings for agents (issue 40)
+        .routes(routes!(signin::settings::get_managed_settings))
+        .routes(routes!(
+            signin::settings::get_shared_settings,
+            signin::settings::put_shared_settings,
+            signin::settings::delete_shared_settings
+        ))
+        .routes(routes!(
+            signin::settings::get_user_settings,
+            signin::settings::put_user_settings,
+            signin::settings::delete_user_settings
+        ))
         // API keys (issue 40)
         .routes(routes!(keys::create_key, keys::list_keys))
         .routes(routes!(keys::revoke_key))

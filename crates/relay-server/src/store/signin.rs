@@ -89,6 +89,14 @@ pub struct NewApiKey {
     pub expires_at: Option<f64>,
 }
 
+/// A managed-settings document as stored: canonical JSON text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSettings {
+    pub uuid: String,
+    pub settings: String,
+    pub updated_at: f64,
+}
+
 /// An API key that never expires is stored with this expiry in `sessions` (year 33658).
 pub const NEVER: f64 = 1.0e12;
 
@@ -127,4 +135,18 @@ pub trait SignInStore: Send + Sync {
     async fn revoke_api_key(&self, id: &str, user_id: Option<&str>) -> StoreResult<bool>;
     /// Records that a key was used (the bearer lookup calls it at most once a minute per key).
     async fn touch_api_key(&self, token_hash: &str, now: f64) -> StoreResult<()>;
+
+    /// The managed settings of one account (`Some(user_id)`) or the shared ones (`None`) exactly:
+    /// no falling back from one to the other here.
+    async fn agent_settings(&self, user_id: Option<&str>) -> StoreResult<Option<AgentSettings>>;
+    /// Stores the document for that scope; a new scope gets `new_uuid`, an existing one keeps its own.
+    async fn put_agent_settings(
+        &self,
+        user_id: Option<&str>,
+        settings: &str,
+        new_uuid: &str,
+        now: f64,
+    ) -> StoreResult<AgentSettings>;
+    /// Removes the document of that scope; false when there was none.
+    async fn delete_agent_settings(&self, user_id: Option<&str>) -> StoreResult<bool>;
 }

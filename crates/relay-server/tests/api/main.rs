@@ -6,6 +6,7 @@ mod accounts;
 mod admin;
 mod agent;
 mod agent_faults;
+mod agent_settings;
 mod agents_cli;
 mod caching;
 mod caching_fake;

@@ -9,6 +9,7 @@
 
 pub mod device;
 pub mod oauth;
+pub mod settings;
 
 use axum::http::{HeaderMap, header};
 

@@ -4,10 +4,13 @@ use async_trait::async_trait;
 
 use super::PgStore;
 use crate::store::StoreResult;
+
+/// The scope of the document every account without its own gets.
+const SHARED: &str = "*";
 use crate::store::rows::{self, UserRow, user_columns};
 use crate::store::signin::{
-    ApiKey, DevicePoll, NEVER, NewApiKey, NewDeviceCode, PendingDevice, Refreshed, SignInStore,
-    TokenPair,
+    AgentSettings, ApiKey, DevicePoll, NEVER, NewApiKey, NewDeviceCode, PendingDevice, Refreshed,
+    SignInStore, TokenPair,
 };
 
 #[async_trait]
@@ -278,6 +281,55 @@ impl SignInStore for PgStore {
                 .await?;
         }
         Ok(())
+    }
+    async fn agent_settings(&self, user_id: Option<&str>) -> StoreResult<Option<AgentSettings>> {
+        let row: Option<(String, String, f64)> = sqlx::query_as(
+            "SELECT uuid, settings, updated_at FROM agent_settings WHERE scope = $1",
+        )
+        .bind(user_id.unwrap_or(SHARED))
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|(uuid, settings, updated_at)| AgentSettings {
+            uuid,
+            settings,
+            updated_at,
+        }))
+    }
+
+    async fn put_agent_settings(
+        &self,
+        user_id: Option<&str>,
+        settings: &str,
+        new_uuid: &str,
+        now: f64,
+    ) -> StoreResult<AgentSettings> {
+        let (uuid,): (String,) = sqlx::query_as(
+            "INSERT INTO agent_settings (scope, user_id, uuid, settings, updated_at)
+             VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (scope) DO UPDATE SET settings = excluded.settings, updated_at = excluded.updated_at
+             RETURNING uuid",
+        )
+        .bind(user_id.unwrap_or(SHARED))
+        .bind(user_id)
+        .bind(new_uuid)
+        .bind(settings)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(AgentSettings {
+            uuid,
+            settings: settings.to_owned(),
+            updated_at: now,
+        })
+    }
+
+    async fn delete_agent_settings(&self, user_id: Option<&str>) -> StoreResult<bool> {
+        let gone = sqlx::query("DELETE FROM agent_settings WHERE scope = $1")
+            .bind(user_id.unwrap_or(SHARED))
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(gone == 1)
     }
 }
 

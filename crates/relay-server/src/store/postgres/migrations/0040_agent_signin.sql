@@ -44,3 +44,15 @@ CREATE TABLE api_keys (
     last_used_at DOUBLE PRECISION
 );
 CREATE INDEX api_keys_by_user ON api_keys(user_id);
+
+-- Managed settings for agents (Claude Code's managed-settings.json), served at /managed/settings:
+-- one document for everyone (scope '*') and optionally one per account (scope = its id), which
+-- replaces the shared one for that account. `settings` is the canonical JSON (keys sorted, no
+-- whitespace) whose SHA-256 is the checksum; `uuid` names the policy and stays across edits.
+CREATE TABLE agent_settings (
+    scope      TEXT PRIMARY KEY,
+    user_id    TEXT REFERENCES users(id) ON DELETE CASCADE,
+    uuid       TEXT NOT NULL,
+    settings   TEXT NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL
+);
