@@ -141,6 +141,31 @@ impl Client {
         self.send(self.request(Method::GET, "/v1/me")).await
     }
 
+    /// `POST /v1/keys`: a new API key of the caller's, shown this once.
+    pub async fn create_key(
+        &self,
+        name: &str,
+        expires_in_days: Option<u32>,
+    ) -> Result<relay_wire::signin::CreatedKey, Error> {
+        let body = relay_wire::signin::NewKey {
+            name: name.to_owned(),
+            expires_in_days,
+        };
+        self.post("/v1/keys", &body).await
+    }
+
+    /// `GET /v1/keys`: the caller's API keys (never the keys themselves).
+    pub async fn list_keys(&self) -> Result<relay_wire::signin::KeyList, Error> {
+        self.send(self.request(Method::GET, "/v1/keys")).await
+    }
+
+    /// `DELETE /v1/keys/{id}`.
+    pub async fn revoke_key(&self, id: &str) -> Result<(), Error> {
+        let path = format!("/v1/keys/{}", encode_segment(id));
+        let _: OkResponse = self.send(self.request(Method::DELETE, &path)).await?;
+        Ok(())
+    }
+
     /// `POST /v1/waitlist`.
     pub async fn waitlist(&self, email: &str, source: Option<&str>) -> Result<(), Error> {
         let body = WaitlistRequest {

@@ -2,6 +2,7 @@
 //! identity. The signup, signin, signout and `GET /v1/me` handlers are in `http/accounts.rs`.
 
 mod caller;
+pub mod device;
 pub mod password;
 pub mod token;
 

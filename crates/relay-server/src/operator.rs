@@ -156,6 +156,12 @@ impl Users {
         Ok(user)
     }
 
+    /// `relay users signout EMAIL`: ends every session and refresh token of the account.
+    pub async fn signout(&self, email: &str) -> Result<u64, OperatorError> {
+        let signin = self.stores.signin.as_ref().ok_or(OperatorError::NoAuth)?;
+        signout_user(self.auth()?.as_ref(), signin.as_ref(), email).await
+    }
+
     /// Deletes the account, its sessions, and every note it stored.
     pub async fn delete(&self, email: &str) -> Result<User, OperatorError> {
         delete_user(
@@ -214,6 +220,23 @@ pub async fn delete_user(
     memory.forget_counters(&user.id).await?;
     usage.delete_user_legs(&user.id, true).await?;
     Ok(user)
+}
+
+/// Ends every session and refresh token of the account (its API keys stay), so every signed-in
+/// agent and browser must sign in again: the one code path of `relay users signout` and
+/// `DELETE /v1/admin/users/{email}/sessions`. Returns how many tokens went.
+pub async fn signout_user(
+    auth: &dyn AuthStore,
+    signin: &dyn crate::store::signin::SignInStore,
+    email: &str,
+) -> Result<u64, OperatorError> {
+    let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
+    let user = auth
+        .user_by_email(email.as_str())
+        .await?
+        .ok_or_else(|| OperatorError::NoSuchUser(email.to_string()))?
+        .0;
+    Ok(signin.revoke_user_sessions(&user.id).await?)
 }
 
 /// Refuses to demote or delete `email` when it is the only admin: nobody could manage accounts

@@ -10,6 +10,7 @@ pub mod emptied;
 pub mod error;
 pub mod health;
 pub mod memory;
+pub mod signin;
 pub mod suggest;
 pub mod tools;
 

@@ -80,6 +80,8 @@ enum UsersCommand {
     },
     /// Delete an account and all its data.
     Delete { email: String },
+    /// End every session and refresh token of an account: its agents must sign in again.
+    Signout { email: String },
 }
 
 /// Logs to stderr, and spans to the OTLP collector when `[telemetry]` names one (the returned
@@ -210,6 +212,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 UsersCommand::Delete { email } => {
                     let u = users.delete(&email).await?;
                     println!("deleted {} and all its data", u.email);
+                }
+                UsersCommand::Signout { email } => {
+                    let n = users.signout(&email).await?;
+                    println!(
+                        "signed out {email}: {n} tokens revoked (sessions and refresh tokens; API keys stay)"
+                    );
                 }
             }
             Ok(())

@@ -269,3 +269,29 @@ fn openapi_command_prints_the_document() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc["paths"]["/v1/me"].is_object());
 }
+
+#[test]
+fn users_signout_ends_every_session_on_a_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = sqlite_config(dir.path(), "default_limit = 100\n");
+    let server = Serve::start(&config);
+    let out = relay(
+        &config,
+        &["users", "add", "ada@example.com"],
+        "s3cret-password\n",
+    );
+    assert!(out.status.success(), "{out:?}");
+    let first = signin(&server, "ada@example.com", "s3cret-password");
+    let second = signin(&server, "ada@example.com", "s3cret-password");
+    assert_eq!(me(&server, &first)["email"], "ada@example.com");
+
+    let out = relay(&config, &["users", "signout", "ada@example.com"], "");
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("2 tokens revoked"), "{stdout}");
+    for token in [&first, &second] {
+        assert_eq!(me(&server, token)["error"], "unauthorized");
+    }
+    let out = relay(&config, &["users", "signout", "nobody@example.com"], "");
+    assert!(!out.status.success());
+}

@@ -132,6 +132,7 @@ async function loadAccount() {
   $("acct-remaining").textContent = quota(me.remaining);
   $("who").textContent = me.auth ? me.email : "local";
   $("tab-users").hidden = me.role !== "admin";
+  $("tab-keys").hidden = !me.auth;
   return me;
 }
 
@@ -294,11 +295,12 @@ async function act(fn) {
 }
 
 function showTab(name) {
-  for (const tab of ["notes", "usage", "users"]) {
+  for (const tab of ["notes", "usage", "keys", "users"]) {
     $(tab).hidden = name !== tab;
     $("tab-" + tab).setAttribute("aria-pressed", String(name === tab));
   }
-  // `loadUsage` is usage.js's.
+  // `loadUsage` is usage.js's, `loadKeys` keys.js's.
+  if (name === "keys") return loadKeys();
   return name === "users" ? loadUsers() : name === "usage" ? loadUsage() : loadNotes();
 }
 
@@ -322,6 +324,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("tab-notes").addEventListener("click", () => act(() => showTab("notes")));
   $("tab-users").addEventListener("click", () => act(() => { state.usersPage = 0; return showTab("users"); }));
   $("tab-usage").addEventListener("click", () => act(() => showTab("usage")));
+  $("tab-keys").addEventListener("click", () => act(() => showTab("keys")));
   $("search").addEventListener("input", () => {
     clearTimeout(searchTimer);
     searchTimer = setTimeout(() => { state.notesPage = 0; act(loadNotes); }, 150);

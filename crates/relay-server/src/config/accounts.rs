@@ -21,6 +21,12 @@ pub struct AuthConfig {
     pub argon2_memory_kib: u32,
     /// Argon2id passes.
     pub argon2_iterations: u32,
+    /// How long a device code (agents' `/login`) waits for approval on `/device`.
+    pub device_code_ttl_secs: u64,
+    /// Life of an access token handed to a signed-in agent; it refreshes before the end.
+    pub access_token_ttl_secs: u64,
+    /// A refresh token lapses after this many days unused.
+    pub refresh_token_ttl_days: u32,
 }
 
 impl Default for AuthConfig {
@@ -35,6 +41,9 @@ impl Default for AuthConfig {
             busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,
             argon2_memory_kib: 19_456,
             argon2_iterations: 2,
+            device_code_ttl_secs: 600,
+            access_token_ttl_secs: 3600,
+            refresh_token_ttl_days: 30,
         }
     }
 }

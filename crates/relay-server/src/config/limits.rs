@@ -16,6 +16,9 @@ pub struct LimitsConfig {
     pub signin_window_secs: u64,
     /// Signups allowed per client address in an hour (each one costs an Argon2id hash).
     pub signups_per_hour: u32,
+    /// Device sign-ins (agents' `/login`) started per client address: sustained per minute, and burst.
+    pub device_per_minute: u32,
+    pub device_burst: u32,
     /// A Redis server (`redis://` or `rediss://`) that shares these limits across instances;
     /// absent: each instance counts in its own memory.
     pub url: Option<String>,
@@ -33,6 +36,8 @@ impl Default for LimitsConfig {
             signin_failures: 10,
             signin_window_secs: 900,
             signups_per_hour: 20,
+            device_per_minute: 6,
+            device_burst: 20,
             url: None,
             prefix: "relay".to_owned(),
         }

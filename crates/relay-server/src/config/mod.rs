@@ -68,7 +68,8 @@ pub struct Config {
     pub shutdown_grace_ms: u64,
     /// The usage ledger: on or off, retention and write batching.
     pub usage: UsageConfig,
-    /// Request reading and the identity providers see.
+    /// Where clients reach this server (`public_url`), request reading and the identity
+    /// providers see.
     pub server: ServerConfig,
 }
 
@@ -201,6 +202,30 @@ impl Config {
             }
             if auth.argon2_memory_kib < 8 || auth.argon2_iterations == 0 {
                 return bad("auth.argon2_memory_kib must be at least 8 and auth.argon2_iterations at least 1".into());
+            }
+            if auth.device_code_ttl_secs == 0
+                || auth.access_token_ttl_secs == 0
+                || auth.refresh_token_ttl_days == 0
+            {
+                return bad("auth.device_code_ttl_secs, auth.access_token_ttl_secs and auth.refresh_token_ttl_days must be at least 1".into());
+            }
+            if self.server.public_url.is_none() && !self.bind.ip().is_loopback() {
+                return bad(format!(
+                    "[server] public_url is required with [auth] when binding to {} (not loopback): \
+                     it is the address sign-in links and the device flow send browsers and agents to, \
+                     e.g. public_url = \"https://relay.example.com\"",
+                    self.bind
+                ));
+            }
+        }
+        if let Some(url) = &self.server.public_url {
+            let ok = (url.starts_with("https://") || url.starts_with("http://"))
+                && url.len() > "https://".len()
+                && !url.contains(['?', '#', ' ']);
+            if !ok {
+                return bad(format!(
+                    "server.public_url must be an absolute http(s) URL without query, like https://relay.example.com, not `{url}`"
+                ));
             }
         }
         let limits = &self.limits;

@@ -1,5 +1,5 @@
-//! `[server]` (request reading and the identity providers see) and `[cors]` (who may call the API
-//! from a browser). (The listener's own settings, `bind`,
+//! `[server]` (the address clients reach Relay at, request reading, and the identity providers
+//! see) and `[cors]` (who may call the API from a browser). (The listener's own settings, `bind`,
 //! `allowed_hosts`, `trusted_proxies` and `shutdown_grace_ms`, sit at the top level of `Config`.)
 
 use serde::Deserialize;
@@ -16,6 +16,10 @@ pub struct CorsConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
+    /// The base URL clients and browsers reach Relay at (`https://relay.example.com`), named in the
+    /// sign-in metadata and the device flow's verification link. Absent on a loopback bind: the
+    /// loopback address the request came to. Required with `[auth]` on any other bind.
+    pub public_url: Option<String>,
     /// A request body must arrive whole within this long (from the first byte read); a slower
     /// upload is refused with 408 and its connection closed.
     pub body_timeout_ms: u64,
@@ -28,6 +32,7 @@ pub struct ServerConfig {
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
+            public_url: None,
             body_timeout_ms: 30_000,
             identity_secret: None,
         }

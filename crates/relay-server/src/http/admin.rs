@@ -9,6 +9,7 @@ use axum::extract::{Path, State};
 use relay_wire::ErrorBody;
 use relay_wire::ErrorCode;
 use relay_wire::admin::{AdminUser, UserList, UserListQuery, UserPatch, UserResult};
+use relay_wire::signin::SignedOut;
 
 use crate::accounts::Caller;
 use crate::domain::Role;
@@ -151,6 +152,27 @@ pub async fn patch_user(
         ok: true,
         user: user.into(),
     }))
+}
+
+/// End every session and refresh token of an account (admins only), as `relay users signout` does.
+#[utoipa::path(delete, path = "/v1/admin/users/{email}/sessions", tag = "accounts",
+    security(("bearer" = [])),
+    params(("email" = String, Path, description = "The account's email", example = "bob@example.com")),
+    responses(
+        (status = 200, description = "Every session and refresh token of the account is revoked (its API keys stay): its agents must sign in again", body = SignedOut,
+            example = json!({"ok": true, "revoked": 3})),
+        (status = 403, description = "`forbidden`: the caller is not an admin", body = ErrorBody),
+        (status = 404, description = "`not_found`: no account with this email", body = ErrorBody),
+    ))]
+pub async fn delete_user_sessions(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(email): Path<String>,
+) -> ApiResult<axum::Json<SignedOut>> {
+    let auth = admin_store(&state, &caller)?.ok_or(OperatorError::NoAuth)?;
+    let signin = state.signin().ok_or(OperatorError::NoAuth)?;
+    let revoked = operator::signout_user(auth.as_ref(), signin.as_ref(), &email).await?;
+    Ok(axum::Json(SignedOut { ok: true, revoked }))
 }
 
 /// Delete an account, its sessions and every note it stored (admins only), as `relay users delete` does.

@@ -15,7 +15,7 @@ use crate::error::ApiError;
 use crate::http::state::AppState;
 
 /// Only this service, no inline script or style, not framable.
-const CONSOLE_CSP: &str =
+pub const CONSOLE_CSP: &str =
     "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 const INDEX: &str = include_str!("../../assets/console/index.html");
@@ -55,6 +55,11 @@ const ASSETS: &[Asset] = &[
         include_bytes!("../../assets/console/console.js"),
     ),
     Asset::script("usage.js", include_bytes!("../../assets/console/usage.js")),
+    Asset::script("keys.js", include_bytes!("../../assets/console/keys.js")),
+    Asset::script(
+        "device.js",
+        include_bytes!("../../assets/console/device.js"),
+    ),
     Asset::stylesheet(
         "console.css",
         include_bytes!("../../assets/console/console.css"),
@@ -109,7 +114,7 @@ pub async fn get_console(State(state): State<AppState>) -> Response {
 
 /// The console's script, stylesheet and icon.
 #[utoipa::path(get, path = "/console/{file}", tag = "operations",
-    params(("file" = String, Path, description = "`console.js`, `usage.js`, `console.css` or `favicon.svg`", example = "console.js")),
+    params(("file" = String, Path, description = "`console.js`, `usage.js`, `keys.js`, `device.js`, `console.css` or `favicon.svg`", example = "console.js")),
     responses(
         (status = 200, description = "The embedded file", content_type = "text/javascript", body = String),
         (status = 404, description = "`not_found`: no such file", body = relay_wire::ErrorBody),

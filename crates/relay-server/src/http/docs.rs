@@ -28,6 +28,7 @@ use crate::http::state::AppState;
     components(schemas(relay_wire::ErrorCode)),
     tags(
         (name = "accounts", description = "Signup, signin, sessions, the account snapshot and the waitlist"),
+        (name = "sign-in", description = "Agents sign in (auth mode): the OAuth 2.0 device flow Claude Code's `/login` runs, token refresh and revocation, the `/device` approval page, and API keys"),
         (name = "agent", description = "Agent legs streamed as NDJSON, and the client-executed tool catalogue"),
         (name = "usage", description = "The usage ledger: tokens and cost per leg, summed per day, model, project or account"),
         (name = "memory", description = "Durable per-user, per-project notes, injected into agent legs"),
@@ -112,7 +113,12 @@ pub fn add_unauthorized_responses(doc: &mut OpenApi) {
 pub fn add_guard_responses(doc: &mut OpenApi) {
     for op in operations_mut(doc) {
         let responses = &mut op.responses.responses;
-        if op.request_body.is_some() {
+        // The OAuth endpoints take forms (`guard::takes_form`): only JSON bodies are held to JSON.
+        let json_body = op.request_body.as_ref().is_some_and(|b| match b {
+            utoipa::openapi::RefOr::T(b) => b.content.contains_key("application/json"),
+            utoipa::openapi::RefOr::Ref(_) => true,
+        });
+        if json_body {
             responses.entry("415".to_owned()).or_insert_with(|| {
                 error_response("`unsupported_media_type`: a body sent without content-type application/json (or another `+json` type)")
             });

@@ -113,7 +113,10 @@ impl Caller {
             auth.session_user(&hash, now).await?
         };
         match found {
-            Some(user) => Ok(Self::User(user)),
+            Some(user) => {
+                crate::http::keys::touch(state, token).await;
+                Ok(Self::User(user))
+            }
             None => Err(ApiError::unauthorized()),
         }
     }

@@ -32,13 +32,22 @@ pub async fn check(State(state): State<AppState>, mut req: Request, next: Next) 
     if let Some(ip) = client_ip(peer, req.headers(), &state.config().trusted_proxies) {
         req.extensions_mut().insert(ClientIp(ip));
     }
-    if let Err(e) = refuse(&state, req.headers()) {
+    if let Err(e) = refuse(&state, req.headers(), takes_form(req.uri().path())) {
         return e.into_response();
     }
     next.run(req).await
 }
 
-fn refuse(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+/// The OAuth endpoints of agents' sign-in, whose bodies are forms by their RFCs. A cross-site form
+/// post gains nothing there: each needs a secret (a device code, a token) that only the agent holds.
+pub fn takes_form(path: &str) -> bool {
+    matches!(
+        path,
+        "/oauth/device_authorization" | "/oauth/token" | "/oauth/revoke"
+    )
+}
+
+fn refuse(state: &AppState, headers: &HeaderMap, form_allowed: bool) -> Result<(), ApiError> {
     let config = state.config();
     if config.open_mode() {
         let host = headers
@@ -61,7 +70,7 @@ fn refuse(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
             }
         }
     }
-    if has_body(headers) && !declares_json(headers) {
+    if has_body(headers) && !declares_json(headers) && !form_allowed {
         return Err(ApiError::new(
             ErrorCode::UnsupportedMediaType,
             "a request body must be sent with content-type application/json",

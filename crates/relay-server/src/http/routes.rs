@@ -8,8 +8,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{
-    accounts, admin, agent, compat, console, docs, health, memory, metrics, search, suggest,
-    waitlist,
+    accounts, admin, agent, compat, console, docs, health, keys, memory, metrics, search, signin,
+    suggest, waitlist,
 };
 use crate::http::state::AppState;
 
@@ -21,6 +21,34 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(accounts::signout))
         .routes(routes!(accounts::get_me))
         .routes(routes!(waitlist::join_waitlist))
+        // Agents sign in: the OAuth device flow and its verification page (issue 40)
+        .routes(routes!(signin::oauth::get_metadata))
+        .routes(routes!(signin::oauth::device_authorization))
+        .routes(routes!(signin::oauth::token))
+        .routes(routes!(signin::oauth::revoke))
+        .routes(routes!(signin::device::get_device_page))
+        .routes(routes!(
+            signin::device::get_device,
+            signin::device::decide_device
+        ))
+        .routes(routes!(admin::delete_user_sessions))
+        // Managed settings for agents (issue 40)
+        .routes(routes!(signin::settings::get_managed_settings))
+        .routes(routes!(
+            signin::settings::get_shared_settings,
+            signin::settings::put_shared_settings,
+            signin::settings::delete_shared_settings
+        ))
+        .routes(routes!(
+            signin::settings::get_user_settings,
+            signin::settings::put_user_settings,
+            signin::settings::delete_user_settings
+        ))
+        // API keys (issue 40)
+        .routes(routes!(keys::create_key, keys::list_keys))
+        .routes(routes!(keys::revoke_key))
+        .routes(routes!(keys::admin_list_keys))
+        .routes(routes!(keys::admin_revoke_key))
         // Account administration (issue 16)
         .routes(routes!(admin::list_users))
         .routes(routes!(admin::patch_user, admin::delete_user))

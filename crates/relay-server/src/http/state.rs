@@ -14,6 +14,7 @@ use crate::limits::signin::SigninThrottle;
 use crate::metrics::registry::Metrics;
 use crate::providers::registry::Models;
 use crate::search::{SearchBackend, from_config as search_from_config};
+use crate::store::signin::SignInStore;
 use crate::store::{AuthStore, Backend, MemoryStore, Stores};
 
 /// Shared by every handler; cheap to clone.
@@ -23,6 +24,7 @@ pub struct AppState(Arc<Inner>);
 struct Inner {
     config: Config,
     auth: Option<Arc<dyn AuthStore>>,
+    signin: Option<Arc<dyn SignInStore>>,
     memory: Backend,
     passwords: Passwords,
     signin_throttle: SigninThrottle,
@@ -84,6 +86,11 @@ impl AppState {
             } else {
                 stores.auth
             },
+            signin: if config.open_mode() {
+                None
+            } else {
+                stores.signin
+            },
             memory: stores.memory,
             config,
             passwords,
@@ -132,6 +139,10 @@ impl AppState {
 
     pub fn config(&self) -> &Config {
         &self.0.config
+    }
+    /// Agents' sign-in store (device codes, refresh tokens, API keys); `None` in open mode.
+    pub fn signin(&self) -> Option<&Arc<dyn SignInStore>> {
+        self.0.signin.as_ref()
     }
     /// The auth store; `None` in open mode.
     pub fn auth(&self) -> Option<&Arc<dyn AuthStore>> {

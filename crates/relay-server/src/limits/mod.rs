@@ -93,6 +93,9 @@ pub struct Limits {
     pub suggest: CallerLimit,
     /// Signups per client address (`[limits] signups_per_hour`).
     pub signup: CallerLimit,
+    /// Device sign-ins started per client address (`POST /oauth/device_authorization`): each
+    /// stores a code for ten minutes.
+    pub device: CallerLimit,
 }
 
 impl Limits {
@@ -106,6 +109,8 @@ impl Limits {
             suggest: CallerLimit::new(config.suggest_per_minute, config.suggest_burst)
                 .shared(shared, "suggest"),
             signup: CallerLimit::per_hour(config.signups_per_hour).shared(shared, "signup"),
+            device: CallerLimit::new(config.device_per_minute, config.device_burst)
+                .shared(shared, "device"),
         }
     }
 }

@@ -9,6 +9,7 @@ mod open;
 pub mod postgres;
 pub mod relevance;
 mod rows;
+pub mod signin;
 pub mod sqlite;
 mod text;
 pub mod usage;
@@ -302,6 +303,8 @@ pub struct Backend {
     pub memory: Arc<dyn MemoryStore>,
     /// The usage ledger, in the memory store's database.
     pub usage: Arc<dyn usage::UsageStore>,
+    /// Agents' sign-in (device codes, refresh tokens, API keys), beside the accounts.
+    pub signin: Arc<dyn signin::SignInStore>,
 }
 
 /// The backend a URL's scheme names.
@@ -347,6 +350,7 @@ impl Opener {
                 Backend {
                     auth: auth_cache::over_sqlite(url, store.clone())?,
                     usage: store.clone(),
+                    signin: store.clone(),
                     memory: store,
                 }
             }
@@ -355,6 +359,7 @@ impl Opener {
                 Backend {
                     auth: auth_cache::over_postgres(url, store.held(), store.clone())?,
                     usage: store.clone(),
+                    signin: store.clone(),
                     memory: store,
                 }
             }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::signin::SignInStore;
 use super::{AuthStore, Backend, Opener, StoreOptions};
 use crate::config::Config;
 
@@ -11,6 +12,8 @@ use crate::config::Config;
 pub struct Stores {
     pub memory: Backend,
     pub auth: Option<Arc<dyn AuthStore>>,
+    /// Agents' sign-in, in the auth store's database; with `[auth]` only.
+    pub signin: Option<Arc<dyn SignInStore>>,
 }
 
 impl Stores {
@@ -27,7 +30,7 @@ impl Stores {
                 },
             )
             .await?;
-        let auth = match &config.auth {
+        let auth_backend = match &config.auth {
             Some(a) => Some(
                 opener
                     .open(
@@ -38,11 +41,14 @@ impl Stores {
                             busy_timeout: Duration::from_millis(a.busy_timeout_ms),
                         },
                     )
-                    .await?
-                    .auth,
+                    .await?,
             ),
             None => None,
         };
-        Ok(Self { memory, auth })
+        Ok(Self {
+            memory,
+            auth: auth_backend.as_ref().map(|b| b.auth.clone()),
+            signin: auth_backend.map(|b| b.signin),
+        })
     }
 }

@@ -120,3 +120,67 @@ pub(crate) fn notes(rows: Vec<NoteRow>) -> Vec<Note> {
 pub(crate) fn ranked(rows: Vec<RankedRow>) -> Vec<(Note, f64)> {
     rows.into_iter().map(|r| (r.note.into(), r.score)).collect()
 }
+
+/// A pending device code as the verification page shows it.
+#[derive(sqlx::FromRow)]
+pub(crate) struct PendingDeviceRow {
+    user_code: String,
+    surface: String,
+    user_agent: String,
+    expires_at: f64,
+}
+
+impl From<PendingDeviceRow> for super::signin::PendingDevice {
+    fn from(r: PendingDeviceRow) -> Self {
+        Self {
+            user_code: r.user_code,
+            surface: r.surface,
+            user_agent: r.user_agent,
+            expires_at: r.expires_at,
+        }
+    }
+}
+
+/// What a poll reports for a device code that is not being exchanged now.
+pub(crate) fn device_poll(
+    status: &str,
+    expires_at: f64,
+    last_poll_at: Option<f64>,
+    now: f64,
+) -> super::signin::DevicePoll {
+    use super::signin::DevicePoll;
+    match status {
+        "used" => DevicePoll::Unknown,
+        _ if expires_at <= now => DevicePoll::Expired,
+        "denied" => DevicePoll::Denied,
+        _ => DevicePoll::Pending { last_poll_at },
+    }
+}
+
+/// An API key with its owner's email.
+#[derive(sqlx::FromRow)]
+pub(crate) struct ApiKeyRow {
+    id: String,
+    user_id: String,
+    email: String,
+    name: String,
+    prefix: String,
+    created_at: f64,
+    expires_at: Option<f64>,
+    last_used_at: Option<f64>,
+}
+
+impl From<ApiKeyRow> for super::signin::ApiKey {
+    fn from(r: ApiKeyRow) -> Self {
+        Self {
+            id: r.id,
+            user_id: r.user_id,
+            email: r.email,
+            name: r.name,
+            prefix: r.prefix,
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            last_used_at: r.last_used_at,
+        }
+    }
+}

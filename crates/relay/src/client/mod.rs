@@ -50,6 +50,28 @@ pub enum ClientCommand {
     },
     /// Run the coding agent: with -p to the end of one task, else an interactive session.
     Agent(AgentArgs),
+    /// API keys of the signed-in account, for scripts, CI and agents that do not sign in.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+        #[arg(long, global = true)]
+        server: Option<String>,
+    },
+}
+
+#[derive(clap::Subcommand)]
+pub enum KeysCommand {
+    /// Create a key and print it (shown this once).
+    Create {
+        name: String,
+        /// Days until the key stops working; without it, it does not expire.
+        #[arg(long)]
+        expires_in_days: Option<u32>,
+    },
+    /// List the keys: id, name, prefix, created, last used, expiry.
+    List,
+    /// Revoke a key by its id.
+    Revoke { id: String },
 }
 
 pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
@@ -58,7 +80,65 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Logout { server } => login::logout(server).await,
         ClientCommand::Whoami { server } => login::whoami(server).await,
         ClientCommand::Agent(args) => agent::run(args).await,
+        ClientCommand::Keys { command, server } => keys(command, server).await,
     }
+}
+
+/// `relay keys create|list|revoke`.
+async fn keys(command: KeysCommand, server: Option<String>) -> anyhow::Result<()> {
+    let server = server_url(server);
+    let client = connect(&server)?;
+    // A day is enough to tell keys apart; UTC, as the server counts.
+    let when = |t: Option<f64>| {
+        t.map_or_else(
+            || "-".to_owned(),
+            |t| {
+                let (y, m, d) =
+                    relay_server::store::usage::civil_from_days((t as i64).div_euclid(86_400));
+                format!("{y:04}-{m:02}-{d:02}")
+            },
+        )
+    };
+    match command {
+        KeysCommand::Create {
+            name,
+            expires_in_days,
+        } => {
+            let created = client
+                .create_key(&name, expires_in_days)
+                .await
+                .map_err(|e| explain(&server, e))?;
+            println!("{}", created.key);
+            eprintln!(
+                "key {} ({}) created; it is not shown again. Use it as Authorization: Bearer <key> \
+                 (ANTHROPIC_AUTH_TOKEN for Claude Code).",
+                created.info.id,
+                display::line(&created.info.name)
+            );
+        }
+        KeysCommand::List => {
+            let list = client.list_keys().await.map_err(|e| explain(&server, e))?;
+            for k in list.keys {
+                println!(
+                    "{}  {}  {}…  created {}  last used {}  expires {}",
+                    k.id,
+                    display::line(&k.name),
+                    k.prefix,
+                    when(Some(k.created_at)),
+                    when(k.last_used_at),
+                    when(k.expires_at),
+                );
+            }
+        }
+        KeysCommand::Revoke { id } => {
+            client
+                .revoke_key(&id)
+                .await
+                .map_err(|e| explain(&server, e))?;
+            println!("revoked {id}");
+        }
+    }
+    Ok(())
 }
 
 /// The relay's URL: the flag, else `RELAY_URL`, else the default.

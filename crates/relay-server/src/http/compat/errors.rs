@@ -44,10 +44,26 @@ pub fn body(api: Api, code: ErrorCode, message: &str) -> Value {
     }
 }
 
+/// What Claude Code shows when its sign-in no longer works (it prints the gateway's message).
+const SIGN_IN_AGAIN: &str = "your Relay sign-in has expired or was revoked: run /login to sign in again (or send a current API key)";
+
 /// An `ApiError` answered in `api`'s shape, with Relay's status and `Retry-After`.
 pub fn respond(api: Api, e: ApiError) -> Response {
     let status = e.status();
-    let mut response = (status, axum::Json(body(api, e.code, &e.message))).into_response();
+    // A 401 on the Anthropic shape stops Claude Code at once (`x-should-retry: false`) and says
+    // how to get back in, rather than letting it retry for minutes with a dead token.
+    let sign_in_again = api == Api::Anthropic && e.code == ErrorCode::Unauthorized;
+    let message = if sign_in_again {
+        SIGN_IN_AGAIN
+    } else {
+        &e.message
+    };
+    let mut response = (status, axum::Json(body(api, e.code, message))).into_response();
+    if sign_in_again {
+        response
+            .headers_mut()
+            .insert("x-should-retry", HeaderValue::from_static("false"));
+    }
     if let Some(secs) = e.retry_after() {
         response
             .headers_mut()

@@ -16,6 +16,7 @@ mod injection;
 mod notes;
 mod ranking;
 mod reservations;
+mod signin;
 mod usage;
 
 use std::str::FromStr;

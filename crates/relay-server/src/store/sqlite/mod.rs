@@ -24,6 +24,7 @@ mod checkpoint;
 mod notes;
 mod ranking;
 mod reservations;
+mod signin;
 mod usage;
 
 mod bulk;
