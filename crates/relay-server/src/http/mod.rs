@@ -14,6 +14,7 @@ pub mod docs;
 pub mod extract;
 pub mod guard;
 pub mod health;
+pub mod mcp;
 pub mod memory;
 pub mod metrics;
 pub mod openapi_examples;

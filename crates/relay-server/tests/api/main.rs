@@ -21,6 +21,7 @@ mod hardening;
 mod helpers;
 mod hostile_stream;
 mod malformed_calls;
+mod mcp;
 mod memory;
 mod memory_store;
 mod metrics;

@@ -1,11 +1,13 @@
 //! The client side of the `relay` binary: `login`, `logout`, `whoami` and `agent`, all on
-//! `relay-client`. Which relay and which token: `--server`, else `RELAY_URL`, else the local default;
+//! `relay-client`; `project`, and the `claude` and `codex` launchers (`launch.rs`). Which relay
+//! and which token: `--server`, else `RELAY_URL`, else the local default;
 //! `RELAY_TOKEN`, else the token `relay login` stored for that server, else none (open mode).
 
 mod agent;
 mod approval;
 mod credentials;
 mod display;
+mod launch;
 mod login;
 mod project;
 mod tools;
@@ -40,6 +42,22 @@ pub enum ClientCommand {
     },
     /// Run the coding agent: with -p to the end of one task, else an interactive session.
     Agent(AgentArgs),
+    /// Print the current directory's project id (what notes are filed under) and how it was derived.
+    Project,
+    /// Run Claude Code (`claude` on PATH) against this relay for the current project, with Relay's
+    /// notes as MCP tools; every argument passes through to it.
+    #[command(disable_help_flag = true)]
+    Claude {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
+    },
+    /// Run Codex (`codex` on PATH) against this relay for the current project, with Relay's notes
+    /// as MCP tools; every argument passes through to it.
+    #[command(disable_help_flag = true)]
+    Codex {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
@@ -48,7 +66,18 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Logout { server } => login::logout(server).await,
         ClientCommand::Whoami { server } => login::whoami(server).await,
         ClientCommand::Agent(args) => agent::run(args).await,
+        ClientCommand::Project => launch::print_project(),
+        ClientCommand::Claude { args } => exit_with(launch::claude(args).await?),
+        ClientCommand::Codex { args } => exit_with(launch::codex(args).await?),
     }
+}
+
+/// Ends `relay` with the agent's exit status (its temporary files are gone by now).
+fn exit_with(code: i32) -> anyhow::Result<()> {
+    if code != 0 {
+        std::process::exit(code);
+    }
+    Ok(())
 }
 
 /// The relay's URL: the flag, else `RELAY_URL`, else the default.
