@@ -22,6 +22,7 @@ mod helpers;
 mod hostile_stream;
 mod malformed_calls;
 mod mcp;
+mod mcp_sdk;
 mod memory;
 mod memory_store;
 mod metrics;
