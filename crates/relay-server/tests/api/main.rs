@@ -28,6 +28,7 @@ mod memory_store;
 mod metrics;
 mod operations;
 mod responses;
+mod responses_additional_tools;
 mod responses_replay;
 mod responses_same_family;
 mod responses_sdk;
