@@ -315,10 +315,24 @@ async fn without_a_project_a_call_is_an_error_that_says_how_to_set_one() {
         ),
     )
     .await;
-    // The schema has no project argument (additionalProperties: false is advice to the model;
-    // the server ignores what it does not know).
+    // The schema has no project argument: whether the call is refused for the extra argument or
+    // runs, nothing lands in the project the model named.
     assert!(saved.message["result"].is_object() || saved.message["error"].is_object());
     assert!(notes(&app, None, "elsewhere").await.is_empty());
+    let kept = rpc(
+        &app,
+        &by_query,
+        call(6, "remember", json!({"note": "kept"})),
+    )
+    .await;
+    assert_eq!(
+        kept.message["result"]["isError"], false,
+        "{:?}",
+        kept.message
+    );
+    let stored = notes(&app, None, "from-url").await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0]["note"], "kept");
     let bad = rpc(&app, &by_query, call(5, "nope", json!({}))).await;
     assert!(bad.message["error"].is_object(), "{:?}", bad.message);
 }
