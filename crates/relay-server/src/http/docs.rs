@@ -32,6 +32,7 @@ use crate::http::state::AppState;
         (name = "agent", description = "Agent legs streamed as NDJSON, and the client-executed tool catalogue"),
         (name = "usage", description = "The usage ledger: tokens and cost per leg, summed per day, model, project or account"),
         (name = "memory", description = "Durable per-user, per-project notes, injected into agent legs"),
+        (name = "mcp", description = "The notes as MCP tools (remember, recall, search_notes, forget) over Streamable HTTP, for Claude Code, Codex and other MCP clients"),
         (name = "suggest", description = "Shell command suggestions and server-side web search"),
         (name = "operations", description = "Health, readiness, metrics and this reference"),
         (name = "compatible", description = "OpenAI Chat Completions, Anthropic Messages and the models list, for SDKs and tools pointed at Relay; errors in each API's own shape"),

@@ -130,7 +130,7 @@ fn strip_port(host: &str) -> &str {
 }
 
 /// The relay's own origin (the console at `/console` calls from there), or a configured one.
-fn origin_allowed(origin: &str, host: &str, allow_origins: &[String]) -> bool {
+pub(crate) fn origin_allowed(origin: &str, host: &str, allow_origins: &[String]) -> bool {
     let own = !host.is_empty()
         && ["http://", "https://"].iter().any(|scheme| {
             origin

@@ -15,6 +15,7 @@ pub mod extract;
 pub mod guard;
 pub mod health;
 pub mod keys;
+pub mod mcp;
 pub mod memory;
 pub mod metrics;
 pub mod openapi_examples;

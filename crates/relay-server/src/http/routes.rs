@@ -8,8 +8,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{
-    accounts, admin, agent, compat, console, docs, health, keys, memory, metrics, search, signin,
-    suggest, waitlist,
+    accounts, admin, agent, compat, console, docs, health, keys, mcp, memory, metrics, search,
+    signin, suggest, waitlist,
 };
 use crate::http::state::AppState;
 
@@ -89,6 +89,12 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(memory::delete_notes))
         .routes(routes!(memory::delete_all_notes))
         .routes(routes!(memory::delete_note, memory::patch_note))
+        // The notes as MCP tools, for Claude Code and Codex (issue 41)
+        .routes(with_mcp(routes!(
+            mcp::post_mcp,
+            mcp::get_mcp,
+            mcp::delete_mcp
+        )))
         // Suggestions and web search (spec §4.1, §4.3)
         .routes(routes!(suggest::suggest))
         .routes(routes!(search::search))
@@ -113,6 +119,17 @@ fn with_body_limit(
         schemas,
         paths,
         router.layer(axum::extract::DefaultBodyLimit::max(limit)),
+    )
+}
+
+/// Hands `/mcp`'s handlers the one MCP service (its sessions live there) that this router serves.
+fn with_mcp(
+    (schemas, paths, router): utoipa_axum::router::UtoipaMethodRouter<AppState>,
+) -> utoipa_axum::router::UtoipaMethodRouter<AppState> {
+    (
+        schemas,
+        paths,
+        router.layer(axum::Extension(mcp::Mcp::new())),
     )
 }
 

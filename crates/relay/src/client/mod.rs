@@ -1,5 +1,6 @@
 //! The client side of the `relay` binary: `login`, `logout`, `whoami` and `agent`, all on
-//! `relay-client`. Which relay and which token: `--server`, else `RELAY_URL`, else the local default;
+//! `relay-client`; `project`, and the `claude` and `codex` launchers (`launch.rs`). Which relay
+//! and which token: `--server`, else `RELAY_URL`, else the local default;
 //! `RELAY_TOKEN`, else the token `relay login` stored for that server, else none (open mode).
 
 mod agent;
@@ -9,6 +10,7 @@ mod diff;
 mod display;
 mod editor;
 mod interactive;
+mod launch;
 mod live;
 mod login;
 mod markdown;
@@ -50,6 +52,22 @@ pub enum ClientCommand {
     },
     /// Run the coding agent: with -p to the end of one task, else an interactive session.
     Agent(AgentArgs),
+    /// Print the current directory's project id (what notes are filed under) and how it was derived.
+    Project,
+    /// Run Claude Code (`claude` on PATH) against this relay for the current project, with Relay's
+    /// notes as MCP tools; every argument passes through to it.
+    #[command(disable_help_flag = true)]
+    Claude {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
+    },
+    /// Run Codex (`codex` on PATH) against this relay for the current project, with Relay's notes
+    /// as MCP tools; every argument passes through to it.
+    #[command(disable_help_flag = true)]
+    Codex {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// API keys of the signed-in account, for scripts, CI and agents that do not sign in.
     Keys {
         #[command(subcommand)]
@@ -80,6 +98,9 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Logout { server } => login::logout(server).await,
         ClientCommand::Whoami { server } => login::whoami(server).await,
         ClientCommand::Agent(args) => agent::run(args).await,
+        ClientCommand::Project => launch::print_project(),
+        ClientCommand::Claude { args } => exit_with(launch::claude(args).await?),
+        ClientCommand::Codex { args } => exit_with(launch::codex(args).await?),
         ClientCommand::Keys { command, server } => keys(command, server).await,
     }
 }
@@ -184,4 +205,12 @@ fn message(e: &Error) -> String {
         Error::Api { message, .. } => message.clone(),
         other => other.to_string(),
     }
+}
+
+/// Ends `relay` with the agent's exit status (its temporary files are gone by now).
+fn exit_with(code: i32) -> anyhow::Result<()> {
+    if code != 0 {
+        std::process::exit(code);
+    }
+    Ok(())
 }

@@ -59,6 +59,23 @@ impl Project {
         hex::encode(Sha256::digest(source.as_bytes()))[..12].to_owned()
     }
 
+    /// How the id was derived, for `relay project`: the git remote, else the repository root,
+    /// else the working directory (spec §2.1).
+    pub fn derivation(&self) -> String {
+        match &self.git_remote {
+            Some(remote) => format!("sha256 of the git remote origin {remote}"),
+            // A worktree or submodule has a `.git` file rather than a folder: either marks a repository.
+            None if self.root.join(".git").exists() => format!(
+                "sha256 of the repository root {} (no git remote origin)",
+                self.root_str()
+            ),
+            None => format!(
+                "sha256 of the working directory {} (not in a git repository)",
+                self.root_str()
+            ),
+        }
+    }
+
     /// `path` (relative to the root, or absolute) resolved through `..` and symlinks, refused when
     /// it leaves the root. A path that does not exist yet resolves through its existing ancestors.
     pub fn resolve(&self, path: &str) -> anyhow::Result<PathBuf> {

@@ -10,6 +10,7 @@ mod crate_api;
 mod hardening;
 #[path = "../support/mod.rs"]
 mod harness;
+mod launch;
 mod panes;
 mod rules;
 mod session;

@@ -194,6 +194,9 @@ pub fn messages(request: &ResponsesRequest) -> Result<Vec<Message>, ApiError> {
             }
             // Encrypted reasoning belongs to the model that wrote it; other providers cannot read it.
             "reasoning" => {}
+            // Codex's tools, sent as an input item rather than in `tools`: offered as tools
+            // (`declared_tools`), not a message.
+            "additional_tools" => {}
             other => {
                 return Err(bad(
                     format!("{at}.type"),
@@ -205,6 +208,25 @@ pub fn messages(request: &ResponsesRequest) -> Result<Vec<Message>, ApiError> {
         }
     }
     Ok(messages)
+}
+
+/// Every tool the request declares: `tools`, then those of each `additional_tools` input item
+/// (Codex 0.171 sends its tools there, and replays earlier turns' items), the first of each name
+/// kept.
+pub fn declared_tools(request: &ResponsesRequest) -> Vec<Value> {
+    let mut tools = request.tools.clone();
+    let items = request.input.as_array().map(Vec::as_slice).unwrap_or(&[]);
+    for item in items.iter().filter(|i| i["type"] == "additional_tools") {
+        for tool in item["tools"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            let seen = tools
+                .iter()
+                .any(|t| t["name"] == tool["name"] && t["type"] == tool["type"]);
+            if !seen {
+                tools.push(tool.clone());
+            }
+        }
+    }
+    tools
 }
 
 /// The request as a leg (tools are put in by the caller, already flattened).
