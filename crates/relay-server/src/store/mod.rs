@@ -6,6 +6,7 @@
 pub mod auth_cache;
 mod batch;
 mod open;
+pub mod lexical;
 pub mod postgres;
 pub mod relevance;
 mod rows;
