@@ -44,12 +44,12 @@ impl Default for Params {
         Self {
             k1: 0.9,
             b: 0.5,
-            neighbour_words: 0.5,
+            neighbour_words: 0.6,
             neighbour_share: 0.1,
-            entity: 0.3,
+            entity: 0.6,
             prf_docs: 3,
             prf_terms: 8,
-            prf_weight: 0.3,
+            prf_weight: 0.2,
         }
     }
 }
