@@ -103,7 +103,12 @@ pub async fn measure(
     }));
     let client = reqwest::Client::new();
     let mut result = MemoryResult {
-        backend: if postgres_url.is_some() { "postgres" } else { "sqlite" }.into(),
+        backend: if postgres_url.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        }
+        .into(),
         conversations: convs.len(),
         ..MemoryResult::default()
     };
@@ -127,7 +132,12 @@ pub async fn measure(
         let turn_of = turns_by_text(&conv.turns);
         let id_turns: HashMap<String, Vec<String>> = stored
             .iter()
-            .map(|n| (n.id.as_str().to_owned(), turn_of.get(&fold(&n.note)).cloned().unwrap_or_default()))
+            .map(|n| {
+                (
+                    n.id.as_str().to_owned(),
+                    turn_of.get(&fold(&n.note)).cloned().unwrap_or_default(),
+                )
+            })
             .collect();
         // The in-process index of the same notes, in the order Relay stored them.
         let lex = LexIndex::build(
@@ -146,7 +156,10 @@ pub async fn measure(
         for q in &conv.questions {
             let ids = leg_note_ids(&client, &base, &project, &q.text).await?;
             injected_total += ids.len();
-            let chosen: Vec<&String> = ids.iter().flat_map(|id| id_turns.get(id).into_iter().flatten()).collect();
+            let chosen: Vec<&String> = ids
+                .iter()
+                .flat_map(|id| id_turns.get(id).into_iter().flatten())
+                .collect();
             scores[0].push((q.category, recall(&q.evidence, &chosen)));
             let plain: Vec<&String> = bm25
                 .top(&q.text, AT)
@@ -158,7 +171,12 @@ pub async fn measure(
                 let picked: Vec<&String> = lex
                     .ranked(&q.text, params, AT)
                     .into_iter()
-                    .flat_map(|(at, _)| turn_of.get(&fold(&stored[at as usize].note)).into_iter().flatten())
+                    .flat_map(|(at, _)| {
+                        turn_of
+                            .get(&fold(&stored[at as usize].note))
+                            .into_iter()
+                            .flatten()
+                    })
                     .collect();
                 scores[v + 2].push((q.category, recall(&q.evidence, &picked)));
             }
@@ -167,7 +185,10 @@ pub async fn measure(
     let _ = stop.send(());
     let _ = server.await;
     relay.close().await;
-    let mut names = vec!["Relay (HTTP, injected notes)".to_owned(), "plain BM25 top 8 (no stemming)".to_owned()];
+    let mut names = vec![
+        "Relay (HTTP, injected notes)".to_owned(),
+        "plain BM25 top 8 (no stemming)".to_owned(),
+    ];
     names.extend(variants.iter().map(|(n, _)| (*n).to_owned()));
     result.questions = scores[0].len();
     result.mean_injected = injected_total as f64 / result.questions.max(1) as f64;
@@ -185,15 +206,39 @@ fn variants() -> Vec<(&'static str, Params)> {
     vec![
         ("in-process: Relay's ranker, top 8 (no relevance floor)", d),
         ("in-process: BM25 with stemming only", Params::plain()),
-        ("  without neighbour words", Params { neighbour_words: 0.0, ..d }),
-        ("  without the neighbour score share", Params { neighbour_share: 0.0, ..d }),
+        (
+            "  without neighbour words",
+            Params {
+                neighbour_words: 0.0,
+                ..d
+            },
+        ),
+        (
+            "  without the neighbour score share",
+            Params {
+                neighbour_share: 0.0,
+                ..d
+            },
+        ),
         ("  without the entity boost", Params { entity: 0.0, ..d }),
-        ("  without pseudo-relevance feedback", Params { prf_weight: 0.0, ..d }),
+        (
+            "  without pseudo-relevance feedback",
+            Params {
+                prf_weight: 0.0,
+                ..d
+            },
+        ),
     ]
 }
 
 fn summarize(method: String, s: &[(u64, f64)]) -> Recall {
-    let mean = |xs: &[f64]| if xs.is_empty() { 0.0 } else { xs.iter().sum::<f64>() / xs.len() as f64 };
+    let mean = |xs: &[f64]| {
+        if xs.is_empty() {
+            0.0
+        } else {
+            xs.iter().sum::<f64>() / xs.len() as f64
+        }
+    };
     let all: Vec<f64> = s.iter().map(|(_, r)| *r).collect();
     let by_category = (1..=4)
         .map(|c| {
@@ -204,7 +249,11 @@ fn summarize(method: String, s: &[(u64, f64)]) -> Recall {
     Recall {
         method,
         recall: mean(&all),
-        all_found: mean(&all.iter().map(|r| if *r >= 1.0 { 1.0 } else { 0.0 }).collect::<Vec<_>>()),
+        all_found: mean(
+            &all.iter()
+                .map(|r| if *r >= 1.0 { 1.0 } else { 0.0 })
+                .collect::<Vec<_>>(),
+        ),
         by_category,
     }
 }
@@ -232,7 +281,10 @@ async fn list(client: &reqwest::Client, base: &str, project: &str) -> Result<Vec
     let mut out = Vec::new();
     loop {
         let page: Value = client
-            .get(format!("{base}/v1/memory/list?project_id={project}&limit=200&offset={}", out.len()))
+            .get(format!(
+                "{base}/v1/memory/list?project_id={project}&limit=200&offset={}",
+                out.len()
+            ))
             .send()
             .await?
             .error_for_status()?
@@ -244,7 +296,12 @@ async fn list(client: &reqwest::Client, base: &str, project: &str) -> Result<Vec
         }
         for item in items {
             out.push(Note {
-                id: NoteId::from_stored(item["id"].as_str().context("a note without an id")?.to_owned()),
+                id: NoteId::from_stored(
+                    item["id"]
+                        .as_str()
+                        .context("a note without an id")?
+                        .to_owned(),
+                ),
                 project_id: project.to_owned(),
                 note: item["note"].as_str().unwrap_or_default().to_owned(),
                 author: Author::default(),
@@ -256,7 +313,12 @@ async fn list(client: &reqwest::Client, base: &str, project: &str) -> Result<Vec
 }
 
 /// Asks `question` in `project` and returns the ids of the notes the leg's first line names.
-async fn leg_note_ids(client: &reqwest::Client, base: &str, project: &str, question: &str) -> Result<Vec<String>> {
+async fn leg_note_ids(
+    client: &reqwest::Client,
+    base: &str,
+    project: &str,
+    question: &str,
+) -> Result<Vec<String>> {
     let body = client
         .post(format!("{base}/v1/agent/stream"))
         .json(&json!({"project_id": project, "messages": [{"role": "user", "content": question}]}))
@@ -271,7 +333,11 @@ async fn leg_note_ids(client: &reqwest::Client, base: &str, project: &str, quest
     }
     Ok(first["note_ids"]
         .as_array()
-        .map(|ids| ids.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .map(|ids| {
+            ids.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default())
 }
 
@@ -300,7 +366,11 @@ impl PlainBm25 {
         for n in notes {
             let mut tf: HashMap<String, u32> = HashMap::new();
             let mut len = 0.0;
-            for w in n.note.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+            for w in n
+                .note
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+            {
                 *tf.entry(w.to_lowercase()).or_default() += 1;
                 len += 1.0;
             }
@@ -360,7 +430,9 @@ fn data_file(path: &Path) -> Result<PathBuf> {
     if path.is_file() {
         return Ok(path.to_owned());
     }
-    for entry in std::fs::read_dir(path).with_context(|| format!("cannot read {}", path.display()))? {
+    for entry in
+        std::fs::read_dir(path).with_context(|| format!("cannot read {}", path.display()))?
+    {
         let p = entry?.path();
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if name.ends_with(".json") || name.ends_with(".json.gz") {
@@ -371,12 +443,17 @@ fn data_file(path: &Path) -> Result<PathBuf> {
 }
 
 fn conversation(sample: &Value) -> Result<Conversation> {
-    let conv = sample["conversation"].as_object().context("no conversation")?;
+    let conv = sample["conversation"]
+        .as_object()
+        .context("no conversation")?;
     let mut sessions: Vec<(u64, &Vec<Value>, String)> = conv
         .iter()
         .filter_map(|(k, v)| {
             let n: u64 = k.strip_prefix("session_")?.parse().ok()?;
-            let date = conv.get(&format!("session_{n}_date_time"))?.as_str()?.to_owned();
+            let date = conv
+                .get(&format!("session_{n}_date_time"))?
+                .as_str()?
+                .to_owned();
             Some((n, v.as_array()?, date))
         })
         .collect();
@@ -384,7 +461,11 @@ fn conversation(sample: &Value) -> Result<Conversation> {
     let mut turns = Vec::new();
     for (_, list, date) in sessions {
         for t in list {
-            let (Some(id), Some(speaker), Some(text)) = (t["dia_id"].as_str(), t["speaker"].as_str(), t["text"].as_str()) else {
+            let (Some(id), Some(speaker), Some(text)) = (
+                t["dia_id"].as_str(),
+                t["speaker"].as_str(),
+                t["text"].as_str(),
+            ) else {
                 continue;
             };
             turns.push((id.to_owned(), format!("{speaker} on {date}: {text}")));
@@ -431,8 +512,18 @@ impl MemoryResult {
             self.backend, self.conversations, self.notes, self.questions, self.mean_injected
         );
         for r in &self.rows {
-            let cats: Vec<String> = r.by_category.iter().map(|(_, n, x)| format!("{x:.3} ({n})")).collect();
-            out.push_str(&format!("| {} | {:.3} | {:.3} | {} |\n", r.method, r.recall, r.all_found, cats.join(" | ")));
+            let cats: Vec<String> = r
+                .by_category
+                .iter()
+                .map(|(_, n, x)| format!("{x:.3} ({n})"))
+                .collect();
+            out.push_str(&format!(
+                "| {} | {:.3} | {:.3} | {} |\n",
+                r.method,
+                r.recall,
+                r.all_found,
+                cats.join(" | ")
+            ));
         }
         out
     }

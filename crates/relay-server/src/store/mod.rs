@@ -5,8 +5,8 @@
 
 pub mod auth_cache;
 mod batch;
-mod open;
 pub mod lexical;
+mod open;
 pub mod postgres;
 pub mod relevance;
 mod rows;

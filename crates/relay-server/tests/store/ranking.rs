@@ -249,9 +249,14 @@ async fn injection_keeps_the_budget(f: &Fixture) {
         .unwrap();
     // Written hours later: no neighbours of the two.
     for i in 0..9 {
-        mem.remember(note("u1", "tie", &format!("filler {i}"), 10_000.0 + f64::from(i)))
-            .await
-            .unwrap();
+        mem.remember(note(
+            "u1",
+            "tie",
+            &format!("filler {i}"),
+            10_000.0 + f64::from(i),
+        ))
+        .await
+        .unwrap();
     }
     let got = inject(f, "u1", "tie", "quokka", BUDGET).await;
     assert_eq!(got, ["habitat quokka", "quokka habitat"]);
@@ -340,14 +345,25 @@ async fn ranking_finds_a_note_by_stem_neighbour_and_name(f: &Fixture) {
     );
     // A neighbour's words: the reply holds none of the question's words.
     let got = inject(f, "u1", "talk", "the pottery class", BUDGET).await;
-    assert_eq!(got.first().map(String::as_str), Some("Did you go to the pottery class?"));
+    assert_eq!(
+        got.first().map(String::as_str),
+        Some("Did you go to the pottery class?")
+    );
     assert!(
-        got.iter().any(|n| n == "Yes, I went yesterday and loved it."),
+        got.iter()
+            .any(|n| n == "Yes, I went yesterday and loved it."),
         "{got:?}"
     );
     // A name: the note holding the question's capitalised word ranks first.
     for who in ["Caroline", "Melanie"] {
-        let got = inject(f, "u1", "talk", &format!("When did {who} paint a sunrise?"), BUDGET).await;
+        let got = inject(
+            f,
+            "u1",
+            "talk",
+            &format!("When did {who} paint a sunrise?"),
+            BUDGET,
+        )
+        .await;
         assert_eq!(
             got.first().map(String::as_str),
             Some(format!("{who} painted a sunrise over the lake.").as_str()),

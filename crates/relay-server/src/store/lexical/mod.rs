@@ -289,7 +289,12 @@ impl LexIndex {
 
     /// The best notes' most telling words not asked already, each weighted by its share of the
     /// best word's tf-idf, times `prf_weight`.
-    fn feedback(&self, scores: &HashMap<u32, f64>, asked: &[(u32, f64)], p: &Params) -> Vec<(u32, f64)> {
+    fn feedback(
+        &self,
+        scores: &HashMap<u32, f64>,
+        asked: &[(u32, f64)],
+        p: &Params,
+    ) -> Vec<(u32, f64)> {
         let mut best: Vec<(u32, f64)> = scores.iter().map(|(a, s)| (*a, *s)).collect();
         best.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         best.truncate(p.prf_docs);

@@ -33,7 +33,12 @@ fn top(ix: &LexIndex, q: &str, p: &Params) -> Vec<String> {
 /// Filler far apart in time, so no note neighbours another.
 fn filler(n: usize) -> Vec<(String, f64)> {
     (0..n)
-        .map(|i| (format!("unrelated filler {i} about lunch and weather"), 10_000.0 * (i as f64 + 10.0)))
+        .map(|i| {
+            (
+                format!("unrelated filler {i} about lunch and weather"),
+                10_000.0 * (i as f64 + 10.0),
+            )
+        })
         .collect()
 }
 
@@ -44,7 +49,10 @@ fn a_stemmed_word_finds_its_other_forms() {
     let refs: Vec<(&str, f64)> = notes.iter().map(|(t, a)| (t.as_str(), *a)).collect();
     let ix = index(&refs);
     let found = top(&ix, "how are migrations run?", &Params::default());
-    assert_eq!(found.first().map(String::as_str), Some("We migrated the billing tables on Monday"));
+    assert_eq!(
+        found.first().map(String::as_str),
+        Some("We migrated the billing tables on Monday")
+    );
 }
 
 #[test]
@@ -56,7 +64,10 @@ fn a_neighbours_words_find_a_note_at_reduced_weight() {
     let refs: Vec<(&str, f64)> = notes.iter().map(|(t, a)| (t.as_str(), *a)).collect();
     let ix = index(&refs);
     let found = top(&ix, "pottery class", &Params::default());
-    assert!(found.contains(&"Yes, I went yesterday and loved it".to_owned()), "{found:?}");
+    assert!(
+        found.contains(&"Yes, I went yesterday and loved it".to_owned()),
+        "{found:?}"
+    );
     // Without neighbour words (and shares), only the note naming it matches.
     let alone = Params {
         neighbour_words: 0.0,
@@ -74,7 +85,11 @@ fn a_name_in_the_question_boosts_notes_holding_it() {
         ("Caroline painted a sunrise over the lake", 10_000.0),
         ("Someone painted a sunset", 20_000.0),
     ]);
-    let found = top(&ix, "When did Caroline paint a sunrise?", &Params::default());
+    let found = top(
+        &ix,
+        "When did Caroline paint a sunrise?",
+        &Params::default(),
+    );
     assert_eq!(found[0], "Caroline painted a sunrise over the lake");
     let found = top(&ix, "When did Melanie paint a sunrise?", &Params::default());
     assert_eq!(found[0], "Melanie painted a sunrise over the lake");
@@ -83,7 +98,12 @@ fn a_name_in_the_question_boosts_notes_holding_it() {
 #[test]
 fn equal_questions_rank_bit_equal_and_extension_matches_a_build() {
     let notes: Vec<(String, f64)> = (0..300)
-        .map(|i| (format!("note {i} on tests {} and deploys {}", i % 7, i % 13), i as f64 * 40.0))
+        .map(|i| {
+            (
+                format!("note {i} on tests {} and deploys {}", i % 7, i % 13),
+                i as f64 * 40.0,
+            )
+        })
         .collect();
     let refs: Vec<(&str, f64)> = notes.iter().map(|(t, a)| (t.as_str(), *a)).collect();
     let whole = index(&refs);
@@ -100,6 +120,12 @@ fn equal_questions_rank_bit_equal_and_extension_matches_a_build() {
         .collect();
     let grown = first.extended(rest).unwrap();
     let q = "tests 3 deploys 5";
-    assert_eq!(whole.ranked(q, &Params::default(), 16), grown.ranked(q, &Params::default(), 16));
-    assert_eq!(whole.ranked(q, &Params::default(), 16), whole.ranked(q, &Params::default(), 16));
+    assert_eq!(
+        whole.ranked(q, &Params::default(), 16),
+        grown.ranked(q, &Params::default(), 16)
+    );
+    assert_eq!(
+        whole.ranked(q, &Params::default(), 16),
+        whole.ranked(q, &Params::default(), 16)
+    );
 }

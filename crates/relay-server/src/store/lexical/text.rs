@@ -77,8 +77,14 @@ mod tests {
             index_terms(&s, "Running the migrations; it migrated!"),
             vec!["run", "migrat", "migrat"]
         );
-        assert_eq!(query_stems(&s, "How do I run migrating tests?"), vec!["run", "migrat", "test"]);
-        assert_eq!(index_terms(&s, "café Zürich 4xx"), vec!["café", "zürich", "4xx"]);
+        assert_eq!(
+            query_stems(&s, "How do I run migrating tests?"),
+            vec!["run", "migrat", "test"]
+        );
+        assert_eq!(
+            index_terms(&s, "café Zürich 4xx"),
+            vec!["café", "zürich", "4xx"]
+        );
     }
 
     #[test]

@@ -189,7 +189,9 @@ impl InjectionCache {
             match read_index(&pool, &key.0, &key.1, MAX_INDEXED_NOTES).await {
                 Ok(Some((version, lex))) => this.store(&key.0, &key.1, version, lex.map(Arc::new)),
                 Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "note index not read; injection ranks in the database"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "note index not read; injection ranks in the database")
+                }
             }
             lock(&this.building).remove(&key);
             let _ = tx.send(true);
@@ -236,7 +238,6 @@ impl InjectionCache {
             p.remove(&key);
         }
     }
-
 }
 
 #[cfg(test)]
@@ -280,8 +281,14 @@ mod tests {
         c.store("u1", "p", 7, Some(lex("migrations")));
         c.store("u2", "p", 3, Some(lex("deploy")));
         assert!(matches!(c.get("u1", "p", 7), Held::Ready(_)));
-        assert!(matches!(c.get("u1", "p", 8), Held::Stale), "a newer version");
-        assert!(matches!(c.get("u1", "q", 7), Held::Stale), "another project");
+        assert!(
+            matches!(c.get("u1", "p", 8), Held::Stale),
+            "a newer version"
+        );
+        assert!(
+            matches!(c.get("u1", "q", 7), Held::Stale),
+            "another project"
+        );
         c.store("u1", "big", 4, None);
         assert!(matches!(c.get("u1", "big", 4), Held::TooBig));
         c.forget_user("u1");

@@ -26,12 +26,13 @@ pub(super) async fn read_index(
     project_id: &str,
     max: usize,
 ) -> StoreResult<Option<(i64, Option<LexIndex>)>> {
-    let version: Option<i64> =
-        sqlx::query_scalar("SELECT version FROM note_counters WHERE user_id = $1 AND project_id = $2")
-            .bind(user_id)
-            .bind(project_id)
-            .fetch_optional(pool)
-            .await?;
+    let version: Option<i64> = sqlx::query_scalar(
+        "SELECT version FROM note_counters WHERE user_id = $1 AND project_id = $2",
+    )
+    .bind(user_id)
+    .bind(project_id)
+    .fetch_optional(pool)
+    .await?;
     let Some(version) = version else {
         return Ok(None);
     };
