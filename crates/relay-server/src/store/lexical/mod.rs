@@ -208,20 +208,22 @@ impl LexIndex {
         if asked.is_empty() || self.entries.is_empty() {
             return Vec::new();
         }
-        let mut scores = self.accumulate(&asked, p);
+        let mut acc = Scratch::new(self.entries.len());
+        self.accumulate(&asked, p, &mut acc);
         if p.prf_docs > 0 && p.prf_terms > 0 && p.prf_weight > 0.0 {
-            let expansion = self.feedback(&scores, &asked, p);
-            for (at, s) in self.accumulate(&expansion, p) {
-                *scores.entry(at).or_default() += s;
-            }
+            let expansion = self.feedback(&acc, &asked, p);
+            self.accumulate(&expansion, p, &mut acc);
         }
         let names: Vec<u32> = text::entity_stems(&stemmer, query)
             .iter()
             .filter_map(|s| self.term_ids.get(s).copied())
             .collect();
         if p.entity > 0.0 && !names.is_empty() {
-            for (at, s) in scores.iter_mut() {
-                let Some(e) = self.entries.get(*at as usize) else {
+            for at in &acc.touched {
+                let (Some(e), Some(s)) = (
+                    self.entries.get(*at as usize),
+                    acc.scores.get_mut(*at as usize),
+                ) else {
                     continue;
                 };
                 let held = names
@@ -231,73 +233,84 @@ impl LexIndex {
                 *s *= 1.0 + p.entity * held as f64 / names.len() as f64;
             }
         }
-        let mut out: Vec<(u32, f64)> = scores
+        let score = |at: u32| acc.scores.get(at as usize).copied().unwrap_or(0.0);
+        let mut out: Vec<(u32, f64)> = acc
+            .touched
             .iter()
-            .map(|(&at, &s)| {
+            .map(|&at| {
                 let mut share = 0.0;
                 if p.neighbour_share > 0.0 {
                     for n in self.neighbours(at) {
-                        share += scores.get(&n).copied().unwrap_or(0.0);
+                        share += score(n);
                     }
                 }
-                (at, s + p.neighbour_share * share)
+                (at, score(at) + p.neighbour_share * share)
             })
             .filter(|(_, s)| *s > 0.0)
             .collect();
-        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-        out.truncate(top);
+        let order = |a: &(u32, f64), b: &(u32, f64)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
+        if top == 0 {
+            return Vec::new();
+        }
+        if out.len() > top {
+            out.select_nth_unstable_by(top - 1, order);
+            out.truncate(top);
+        }
+        out.sort_by(order);
         out
     }
 
-    /// BM25 scores for `terms` (term id, weight), over entries whose words (or neighbours' words)
-    /// hold them, among each term's newest `CANDIDATE_WINDOW` holders.
-    fn accumulate(&self, terms: &[(u32, f64)], p: &Params) -> HashMap<u32, f64> {
+    /// Adds BM25 scores for `terms` (term id, weight) to `acc`, over entries whose words (or
+    /// neighbours' words) hold them, among each term's newest `CANDIDATE_WINDOW` holders. Each
+    /// entry's score is summed in term order, so equal questions give bit-equal scores (the block
+    /// must not change between a conversation's legs).
+    fn accumulate(&self, terms: &[(u32, f64)], p: &Params, acc: &mut Scratch) {
         let window = usize::try_from(relevance::CANDIDATE_WINDOW).unwrap_or(usize::MAX);
         let n = self.entries.len() as f64;
         let avgdl = (self.own_words as f64 + p.neighbour_words * self.pair_words as f64) / n;
         let avgdl = if avgdl > 0.0 { avgdl } else { 1.0 };
-        let mut scores: HashMap<u32, f64> = HashMap::new();
-        let mut tf: HashMap<u32, f64> = HashMap::new();
         for (id, weight) in terms {
             let Some(list) = self.postings.get(*id as usize) else {
                 continue;
             };
             let df = list.len() as f64;
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            tf.clear();
+            acc.tf_touched.clear();
             for (at, count) in &list[list.len().saturating_sub(window)..] {
                 let c = f64::from(*count);
-                *tf.entry(*at).or_default() += c;
+                acc.add_tf(*at, c);
                 if p.neighbour_words > 0.0 {
                     for nb in self.neighbours(*at) {
-                        *tf.entry(nb).or_default() += p.neighbour_words * c;
+                        acc.add_tf(nb, p.neighbour_words * c);
                     }
                 }
             }
-            let mut docs: Vec<(u32, f64)> = tf.iter().map(|(a, f)| (*a, *f)).collect();
-            // Summed in entry order, so equal questions give bit-equal scores (the block must not
-            // change between a conversation's legs).
-            docs.sort_unstable_by_key(|(a, _)| *a);
-            for (at, f) in docs {
+            for i in 0..acc.tf_touched.len() {
+                let at = acc.tf_touched[i];
+                let Some(f) = acc.tf.get_mut(at as usize).map(std::mem::take) else {
+                    continue;
+                };
                 let dl = self.effective_len(at, p.neighbour_words);
                 let norm = p.k1 * (1.0 - p.b + p.b * dl / avgdl);
-                *scores.entry(at).or_default() += weight * idf * f * (p.k1 + 1.0) / (f + norm);
+                acc.add_score(at, weight * idf * f * (p.k1 + 1.0) / (f + norm));
             }
         }
-        scores
     }
 
     /// The best notes' most telling words not asked already, each weighted by its share of the
     /// best word's tf-idf, times `prf_weight`.
-    fn feedback(
-        &self,
-        scores: &HashMap<u32, f64>,
-        asked: &[(u32, f64)],
-        p: &Params,
-    ) -> Vec<(u32, f64)> {
-        let mut best: Vec<(u32, f64)> = scores.iter().map(|(a, s)| (*a, *s)).collect();
-        best.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    fn feedback(&self, acc: &Scratch, asked: &[(u32, f64)], p: &Params) -> Vec<(u32, f64)> {
+        let mut best: Vec<(u32, f64)> = acc
+            .touched
+            .iter()
+            .map(|&a| (a, acc.scores.get(a as usize).copied().unwrap_or(0.0)))
+            .collect();
+        let order = |a: &(u32, f64), b: &(u32, f64)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
+        if best.len() > p.prf_docs && p.prf_docs > 0 {
+            best.select_nth_unstable_by(p.prf_docs - 1, order);
+        }
         best.truncate(p.prf_docs);
+        best.sort_by(order);
         let n = self.entries.len() as f64;
         let mut weight: HashMap<u32, f64> = HashMap::new();
         for (at, _) in &best {
@@ -354,6 +367,51 @@ impl LexIndex {
             }
         }
         dl
+    }
+}
+
+/// One ranking's working arrays, one slot per entry: dense, as a search touches thousands of
+/// entries (each term's holders and their neighbours) and hashing each touch cost more than the
+/// arithmetic.
+struct Scratch {
+    scores: Vec<f64>,
+    scored: Vec<bool>,
+    /// Entries with a score, in the order first scored.
+    touched: Vec<u32>,
+    /// One term's frequency per entry, and the entries it touched.
+    tf: Vec<f64>,
+    tf_touched: Vec<u32>,
+}
+
+impl Scratch {
+    fn new(entries: usize) -> Self {
+        Self {
+            scores: vec![0.0; entries],
+            scored: vec![false; entries],
+            touched: Vec::new(),
+            tf: vec![0.0; entries],
+            tf_touched: Vec::new(),
+        }
+    }
+
+    fn add_tf(&mut self, at: u32, f: f64) {
+        if let Some(slot) = self.tf.get_mut(at as usize) {
+            if *slot == 0.0 {
+                self.tf_touched.push(at);
+            }
+            *slot += f;
+        }
+    }
+
+    fn add_score(&mut self, at: u32, s: f64) {
+        let i = at as usize;
+        if let (Some(score), Some(seen)) = (self.scores.get_mut(i), self.scored.get_mut(i)) {
+            if !*seen {
+                *seen = true;
+                self.touched.push(at);
+            }
+            *score += s;
+        }
     }
 }
 
