@@ -9,6 +9,7 @@ pub mod floor;
 pub mod inject;
 pub mod litellm;
 pub mod load;
+pub mod memory;
 pub mod mock;
 pub mod procfs;
 pub mod relay;

@@ -69,6 +69,18 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Evidence recall of note injection on LoCoMo-shaped conversations (a `.json`/`.json.gz` file
+    /// or a folder holding one), through the HTTP surface of a Relay in this process.
+    Memory {
+        #[arg(long)]
+        dataset: PathBuf,
+        /// Run on a fresh database of the `--postgres` server instead of SQLite.
+        #[arg(long)]
+        on_postgres: bool,
+        /// Use only the first N conversations.
+        #[arg(long)]
+        conversations: Option<usize>,
+    },
     /// Only the open-stream measurement, with this many legs.
     Streams {
         #[arg(long, default_value_t = 10_000)]
@@ -159,6 +171,45 @@ fn real_main() -> Result<ExitCode> {
             Duration::from_secs(600),
         ))?;
         println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(Command::Memory {
+        dataset,
+        on_postgres,
+        conversations,
+    }) = &cli.command
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let command = cli
+            .command_label
+            .clone()
+            .unwrap_or_else(|| std::env::args().collect::<Vec<_>>().join(" "));
+        let r = runtime.block_on(async {
+            let db = match on_postgres {
+                true => Some(relay_bench::run::FreshDb::create(&cli.postgres).await?),
+                false => None,
+            };
+            let r = relay_bench::memory::measure(
+                dataset,
+                db.as_ref().map(|d| d.url.as_str()),
+                *conversations,
+            )
+            .await;
+            if let Some(db) = db {
+                db.drop_it().await?;
+            }
+            r
+        })?;
+        let markdown = r.markdown(&command);
+        println!("{markdown}");
+        if let Some(out) = &cli.out {
+            write(out, &markdown)?;
+        }
+        if let Some(json) = &cli.json {
+            write(json, &serde_json::to_string_pretty(&r)?)?;
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let exe = std::env::current_exe()?;

@@ -11,7 +11,7 @@ mod streams;
 mod usage;
 
 pub use cache::{CacheRow, LEGS as CACHE_LEGS};
-pub use postgres::{DEFAULT_ADMIN_URL, PostgresFigures};
+pub use postgres::{DEFAULT_ADMIN_URL, FreshDb, PostgresFigures};
 pub use profile::{Work, profile};
 pub use streams::streams_only;
 use streams::{floor_streams, https_streams, warm_then_hold};

@@ -39,14 +39,14 @@ pub struct PostgresFigures {
 }
 
 /// A database of its own on the server, for one run.
-pub(super) struct FreshDb {
+pub struct FreshDb {
     admin: String,
-    pub(super) name: String,
-    pub(super) url: String,
+    pub name: String,
+    pub url: String,
 }
 
 impl FreshDb {
-    pub(super) async fn create(admin: &str) -> Result<Self> {
+    pub async fn create(admin: &str) -> Result<Self> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
@@ -70,7 +70,7 @@ impl FreshDb {
     }
 
     /// FORCE ends the sessions a Relay that did not stop cleanly may have left.
-    pub(super) async fn drop_it(self) -> Result<()> {
+    pub async fn drop_it(self) -> Result<()> {
         let mut conn = sqlx::PgConnection::connect(&self.admin).await?;
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS {} WITH (FORCE)",

@@ -5,6 +5,7 @@
 
 pub mod auth_cache;
 mod batch;
+pub mod lexical;
 mod open;
 pub mod postgres;
 pub mod relevance;

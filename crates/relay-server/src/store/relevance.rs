@@ -24,6 +24,11 @@ const STOPWORDS: &[&str] = &[
     "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
 ];
 
+/// Whether `word` (lower-case) says nothing about which note is relevant.
+pub fn is_stopword(word: &str) -> bool {
+    STOPWORDS.contains(&word)
+}
+
 /// The searchable words of `text`: lower-case runs of letters and digits, two characters or more,
 /// without stopwords, each once, in order of appearance.
 pub fn query_terms(text: &str) -> Vec<String> {
@@ -47,6 +52,13 @@ pub fn query_terms(text: &str) -> Vec<String> {
 /// against about 2 ms for this window (measured on the `relay-bench inject` data). Older notes are
 /// still found whenever fewer than this many newer notes match.
 pub const CANDIDATE_WINDOW: i64 = 1_000;
+
+/// How long a leg that finds its project's in-memory index out of date (both backends) waits for
+/// the read that brings it up to date before ranking in the database instead. Adding a few notes
+/// to a held index takes well under this; reading 10,000 notes whole about this long (release
+/// build), 100,000 ten times more, which legs meanwhile do not wait for. Well within the default
+/// `inject_deadline_ms` (250), which also bounds the database search after it.
+pub const BUILD_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How many of the best-ranked notes a search reads: twice the note budget (at least 16), so notes
 /// skipped for their length still leave enough to fill it. Every row read costs a message between

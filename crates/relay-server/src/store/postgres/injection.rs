@@ -1,21 +1,26 @@
-//! What each instance injected, kept in memory and checked against the project's write version.
+//! Each instance's in-memory indexes of projects' notes (`store::lexical`, the ranker SQLite's
+//! index uses too), checked against the project's write version on every leg.
 //!
-//! On PostgreSQL the injection search (the fit probe, then `ts_rank` over the project's matching
-//! notes) cost about 1 ms of the server's CPU per leg with 300 notes, and the legs of one agent
-//! turn all ask it the same question. A leg now reads the project's write version (one indexed
-//! row; migration 0018's triggers move it in every writing transaction, on any instance) and reuses
-//! the notes ranked for the same question terms at that version; any other version searches again.
-//! A project with no counter row is searched every time. The version reads of concurrent legs go
+//! A leg reads the project's write version (one indexed row; migration 0018's triggers move it in
+//! every writing transaction, on any instance). An index read at that version ranks in memory; any
+//! other version reads the project's notes again first (one statement, the project's rows in
+//! write order). A project with no counter row, or too big to hold, is ranked by `ts_rank` in the
+//! database. The version reads of concurrent legs go
 //! to the server together, one statement per batch (`store::batch`): a read sent later than the
 //! leg asked is never older than one sent at once.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::FutureExt;
+use sqlx::PgPool;
+use tokio::sync::watch;
 
-use super::held::Held;
+use super::held::Held as HeldConns;
+use super::ranking::read_index;
+use crate::store::StoreResult;
 use crate::store::batch::Batcher;
-use crate::store::{InjectBudget, Note, StoreResult};
+use crate::store::lexical::LexIndex;
 
 /// (user id, project id).
 type Project = (String, String);
@@ -29,7 +34,7 @@ const VERSION_MANY: &str = "SELECT k.i, c.version
      FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(user_id, project_id, i)
      JOIN note_counters c ON c.user_id = k.user_id AND c.project_id = k.project_id";
 
-async fn versions(held: &Held, projects: Vec<Project>) -> StoreResult<Vec<Option<i64>>> {
+async fn versions(held: &HeldConns, projects: Vec<Project>) -> StoreResult<Vec<Option<i64>>> {
     if let [(user_id, project_id)] = projects.as_slice() {
         let version = held
             .run(|conn| {
@@ -69,51 +74,63 @@ async fn versions(held: &Held, projects: Vec<Project>) -> StoreResult<Vec<Option
     Ok(found)
 }
 
-/// Rankings kept at most (each at most the budget's notes: with the default 6,000 characters,
-/// about 12 MB when full); past it the least useful go.
-const CAPACITY: usize = 2_048;
+/// Notes kept in memory over all indexed projects; least recently used projects go first. A
+/// project bigger than this is never indexed and is ranked by `ts_rank` in the database.
+const MAX_INDEXED_NOTES: usize = 250_000;
 
-/// The question's terms and the budget decide the notes, within one project of one user.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    user_id: String,
-    project_id: String,
-    terms: Vec<String>,
-    max_notes: usize,
-    max_chars: usize,
-}
-
-struct Ranked {
+/// One project's index at the write version it was read at.
+struct Indexed {
     version: i64,
-    notes: Vec<Note>,
+    /// `None`: the project was too big to index at this version.
+    lex: Option<Arc<LexIndex>>,
 }
 
-/// The rankings of one store, and its batched version reads.
+#[derive(Default)]
+struct Projects {
+    slots: HashMap<Project, (Indexed, u64)>,
+    clock: u64,
+    notes: usize,
+}
+
+impl Projects {
+    fn remove(&mut self, key: &Project) {
+        if let Some((old, _)) = self.slots.remove(key) {
+            self.notes = self.notes.saturating_sub(notes_of(&old));
+        }
+    }
+}
+
+fn notes_of(ix: &Indexed) -> usize {
+    ix.lex.as_ref().map_or(0, |l| l.note_count())
+}
+
+/// What is held for a project at the version a leg read.
+pub enum Held {
+    Ready(Arc<LexIndex>),
+    /// Too big to index: rank in the database.
+    TooBig,
+    Stale,
+}
+
+/// The indexes of one store, and its batched version reads.
 pub struct InjectionCache {
-    entries: quick_cache::sync::Cache<Key, Arc<Ranked>>,
+    projects: Mutex<Projects>,
+    /// Reads under way, each telling its waiters when it is done.
+    building: Mutex<HashMap<Project, watch::Receiver<bool>>>,
     versions: Batcher<Project, Option<i64>>,
 }
 
-/// Names one lookup: where its answer goes once searched.
-#[derive(Debug)]
-pub struct Lookup {
-    key: Key,
-    version: i64,
-}
-
-impl Lookup {
-    /// The question's terms the lookup was made with, for the search that answers it.
-    pub fn terms(&self) -> &[String] {
-        &self.key.terms
-    }
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl InjectionCache {
     /// Starts the version reads' batch task on `held`'s connections.
-    pub fn new(held: &Arc<Held>) -> Self {
+    pub fn new(held: &Arc<HeldConns>) -> Self {
         let held = held.clone();
         Self {
-            entries: quick_cache::sync::Cache::new(CAPACITY),
+            projects: Mutex::new(Projects::default()),
+            building: Mutex::new(HashMap::new()),
             versions: Batcher::spawn_direct(move |projects| {
                 let held = held.clone();
                 async move { versions(&held, projects).await }
@@ -128,46 +145,98 @@ impl InjectionCache {
             .await
     }
 
-    /// The notes ranked for `terms` at `version`, or the `Lookup` to `fill` once searched.
-    pub fn get(
-        &self,
-        user_id: &str,
-        project_id: &str,
-        terms: Vec<String>,
-        budget: InjectBudget,
-        version: i64,
-    ) -> Result<Vec<Note>, Lookup> {
-        let key = Key {
-            user_id: user_id.to_owned(),
-            project_id: project_id.to_owned(),
-            terms,
-            max_notes: budget.max_notes,
-            max_chars: budget.max_chars,
-        };
-        match self.entries.get(&key) {
-            Some(hit) if hit.version == version => Ok(hit.notes.clone()),
-            _ => Err(Lookup { key, version }),
+    /// The index of (user, project) if it was read at `version`.
+    pub fn get(&self, user_id: &str, project_id: &str, version: i64) -> Held {
+        let mut p = lock(&self.projects);
+        p.clock += 1;
+        let now = p.clock;
+        match p
+            .slots
+            .get_mut(&(user_id.to_owned(), project_id.to_owned()))
+        {
+            Some((ix, used)) if ix.version == version => {
+                *used = now;
+                match &ix.lex {
+                    Some(lex) => Held::Ready(lex.clone()),
+                    None => Held::TooBig,
+                }
+            }
+            _ => Held::Stale,
         }
     }
 
-    /// Drops every ranking of `user_id`, whose notes were all deleted: none of their text stays in
+    /// Starts one background read of (user, project) into memory unless one is under way; the
+    /// receiver turns `true` when it is done. The read goes on if the leg that started it stops
+    /// waiting (its deadline), so the next legs find it.
+    pub fn refresh(
+        self: &Arc<Self>,
+        pool: &PgPool,
+        user_id: &str,
+        project_id: &str,
+    ) -> watch::Receiver<bool> {
+        let key = (user_id.to_owned(), project_id.to_owned());
+        let (tx, rx) = watch::channel(false);
+        {
+            let mut building = lock(&self.building);
+            if let Some(under_way) = building.get(&key) {
+                return under_way.clone();
+            }
+            building.insert(key.clone(), rx.clone());
+        }
+        let this = self.clone();
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            match read_index(&pool, &key.0, &key.1, MAX_INDEXED_NOTES).await {
+                Ok(Some((version, lex))) => this.store(&key.0, &key.1, version, lex.map(Arc::new)),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "note index not read; injection ranks in the database")
+                }
+            }
+            lock(&this.building).remove(&key);
+            let _ = tx.send(true);
+        });
+        rx
+    }
+
+    /// Keeps what was read at `version` (`None`: too big), dropping the least recently used
+    /// projects while over the bound.
+    pub fn store(&self, user_id: &str, project_id: &str, version: i64, lex: Option<Arc<LexIndex>>) {
+        let mut p = lock(&self.projects);
+        let key = (user_id.to_owned(), project_id.to_owned());
+        p.remove(&key);
+        let slot = Indexed { version, lex };
+        while p.notes + notes_of(&slot) > MAX_INDEXED_NOTES {
+            let Some(oldest) = p
+                .slots
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            p.remove(&oldest);
+        }
+        p.clock += 1;
+        let now = p.clock;
+        p.notes += notes_of(&slot);
+        p.slots.insert(key, (slot, now));
+    }
+
+    /// Drops every index of `user_id`, whose notes were all deleted: none of their text stays in
     /// this process. (Other instances never serve theirs again, as the versions moved, and drop
     /// them as they are evicted.)
     pub fn forget_user(&self, user_id: &str) {
-        self.entries.retain(|key, _| key.user_id != user_id);
-    }
-
-    /// Keeps what a search at the lookup's version answered. The search ran after the version was
-    /// read, so it may already include a later write; that later write moved the version, so the
-    /// entry is never served again.
-    pub fn fill(&self, lookup: Lookup, notes: &[Note]) {
-        self.entries.insert(
-            lookup.key,
-            Arc::new(Ranked {
-                version: lookup.version,
-                notes: notes.to_vec(),
-            }),
-        );
+        let mut p = lock(&self.projects);
+        let theirs: Vec<Project> = p
+            .slots
+            .keys()
+            .filter(|(user, _)| user == user_id)
+            .cloned()
+            .collect();
+        for key in theirs {
+            p.remove(&key);
+        }
     }
 }
 
@@ -177,25 +246,25 @@ mod tests {
 
     use super::*;
     use crate::domain::{Author, MemType, NoteId};
+    use crate::store::lexical::Row;
 
-    const BUDGET: InjectBudget = InjectBudget {
-        max_notes: 8,
-        max_chars: 6_000,
-    };
-
-    fn note(text: &str) -> Note {
-        Note {
+    fn lex(text: &str) -> Arc<LexIndex> {
+        let note = crate::store::Note {
             id: NoteId::from_stored(format!("mem#u#p#{text}")),
             project_id: "p".into(),
             note: text.into(),
             author: Author::default(),
             mem_type: MemType::default(),
             created_at: 1.0,
-        }
-    }
-
-    fn terms(q: &str) -> Vec<String> {
-        crate::store::relevance::query_terms(q)
+        };
+        Arc::new(
+            LexIndex::build(vec![Row {
+                order: 1,
+                seq: 1,
+                note,
+            }])
+            .unwrap(),
+        )
     }
 
     fn cache() -> InjectionCache {
@@ -203,59 +272,27 @@ mod tests {
         let pool = sqlx::postgres::PgPoolOptions::new()
             .connect_lazy("postgres://nobody@127.0.0.1:1/none")
             .unwrap();
-        InjectionCache::new(&Arc::new(Held::new(&pool)))
+        InjectionCache::new(&Arc::new(HeldConns::new(&pool)))
     }
 
     #[tokio::test]
-    async fn a_ranking_is_served_only_at_its_version_and_for_its_own_question() {
+    async fn an_index_is_served_only_at_its_version_and_forgetting_a_user_drops_only_theirs() {
         let c = cache();
-        let miss = c
-            .get("u1", "p", terms("database migrations"), BUDGET, 7)
-            .unwrap_err();
-        c.fill(miss, &[note("migrations")]);
-        let hit = c.get("u1", "p", terms("The database migrations?"), BUDGET, 7);
-        assert_eq!(
-            hit.unwrap()[0].note,
-            "migrations",
-            "the same terms, other words around"
-        );
+        c.store("u1", "p", 7, Some(lex("migrations")));
+        c.store("u2", "p", 3, Some(lex("deploy")));
+        assert!(matches!(c.get("u1", "p", 7), Held::Ready(_)));
         assert!(
-            c.get("u1", "p", terms("database migrations"), BUDGET, 8)
-                .is_err(),
+            matches!(c.get("u1", "p", 8), Held::Stale),
             "a newer version"
         );
         assert!(
-            c.get("u1", "p", terms("deploy"), BUDGET, 7).is_err(),
-            "another question"
+            matches!(c.get("u1", "q", 7), Held::Stale),
+            "another project"
         );
-        assert!(
-            c.get("u2", "p", terms("database migrations"), BUDGET, 7)
-                .is_err(),
-            "another user"
-        );
-        let smaller = InjectBudget {
-            max_notes: 2,
-            ..BUDGET
-        };
-        assert!(
-            c.get("u1", "p", terms("database migrations"), smaller, 7)
-                .is_err(),
-            "another budget"
-        );
-    }
-
-    #[tokio::test]
-    async fn forgetting_a_user_drops_only_their_rankings() {
-        let c = cache();
-        for user in ["u1", "u2"] {
-            let miss = c.get(user, "p", terms("deploy"), BUDGET, 3).unwrap_err();
-            c.fill(miss, &[note(user)]);
-        }
+        c.store("u1", "big", 4, None);
+        assert!(matches!(c.get("u1", "big", 4), Held::TooBig));
         c.forget_user("u1");
-        assert!(c.get("u1", "p", terms("deploy"), BUDGET, 3).is_err());
-        assert_eq!(
-            c.get("u2", "p", terms("deploy"), BUDGET, 3).unwrap()[0].note,
-            "u2"
-        );
+        assert!(matches!(c.get("u1", "p", 7), Held::Stale));
+        assert!(matches!(c.get("u2", "p", 3), Held::Ready(_)));
     }
 }

@@ -35,8 +35,8 @@ pub struct PgStore {
     held: Arc<held::Held>,
     /// Admissions, refunds and open-mode counts, sent in batches (group commit).
     writes: super::batch::LegWrites,
-    /// The notes each question was answered with, per project write version.
-    injected: injection::InjectionCache,
+    /// Each project's notes in memory for injection, per project write version.
+    injected: Arc<injection::InjectionCache>,
 }
 
 impl PgStore {
@@ -112,7 +112,7 @@ impl PgStore {
         let held = Arc::new(held::Held::new(&pool));
         Ok(Self {
             writes: batch::leg_writes(&held),
-            injected: injection::InjectionCache::new(&held),
+            injected: Arc::new(injection::InjectionCache::new(&held)),
             held,
             pool,
         })

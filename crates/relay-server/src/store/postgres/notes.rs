@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 
 use super::PgStore;
+use super::injection::Held;
 use crate::domain::{NoteId, NoteText};
 use crate::store::rows::{NoteRow, note_columns};
 use crate::store::text::{folds_to, norm_hash};
@@ -216,23 +217,30 @@ impl MemoryStore for PgStore {
         query: &str,
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>> {
-        let terms = relevance::query_terms(query);
         let Some(version) = self.injected.version(user_id, project_id).await? else {
+            let terms = relevance::query_terms(query);
             return self.search_notes(user_id, project_id, &terms, budget).await;
         };
-        match self
-            .injected
-            .get(user_id, project_id, terms, budget, version)
-        {
-            Ok(notes) => Ok(notes),
-            Err(lookup) => {
-                let notes = self
-                    .search_notes(user_id, project_id, lookup.terms(), budget)
-                    .await?;
-                self.injected.fill(lookup, &notes);
-                Ok(notes)
+        let lex = match self.injected.get(user_id, project_id, version) {
+            Held::Ready(lex) => lex,
+            Held::TooBig => {
+                let terms = relevance::query_terms(query);
+                return self.search_notes(user_id, project_id, &terms, budget).await;
             }
-        }
+            Held::Stale => {
+                let mut done = self.injected.refresh(&self.pool, user_id, project_id);
+                // Past the wait (or should the read fail) this leg ranks in the database.
+                let _ = tokio::time::timeout(relevance::BUILD_WAIT, done.wait_for(|d| *d)).await;
+                match self.injected.get(user_id, project_id, version) {
+                    Held::Ready(lex) => lex,
+                    _ => {
+                        let terms = relevance::query_terms(query);
+                        return self.search_notes(user_id, project_id, &terms, budget).await;
+                    }
+                }
+            }
+        };
+        Ok(lex.inject(query, budget))
     }
 
     async fn count_open_leg(&self) -> StoreResult<()> {

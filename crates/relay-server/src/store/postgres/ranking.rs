@@ -1,9 +1,64 @@
-//! PostgreSQL's search for the notes to inject: the fit probe, then full-text ranking (`ts_rank`
-//! over the generated `search` column).
+//! PostgreSQL's search for the notes to inject: a project's notes read into the in-memory ranker
+//! (`store::lexical`), or for a project without a counter or too big to hold, the fit probe, then
+//! full-text ranking (`ts_rank` over the generated `search` column).
+
+use sqlx::PgPool;
 
 use super::PgStore;
+use crate::store::lexical::{LexIndex, Row};
 use crate::store::rows::{self, NoteRow, RankedRow, note_columns};
 use crate::store::{InjectBudget, Note, StoreResult, relevance};
+
+/// A note row with its per-project sequence number, the index's write order.
+#[derive(sqlx::FromRow)]
+struct SeqRow {
+    seq: i64,
+    #[sqlx(flatten)]
+    note: NoteRow,
+}
+
+/// The project's notes as an index (`None` when it has more than `max` notes), with the write
+/// version read before them, so the index is never labelled newer than its contents; `None` when
+/// the project has no counter.
+pub(super) async fn read_index(
+    pool: &PgPool,
+    user_id: &str,
+    project_id: &str,
+    max: usize,
+) -> StoreResult<Option<(i64, Option<LexIndex>)>> {
+    let version: Option<i64> = sqlx::query_scalar(
+        "SELECT version FROM note_counters WHERE user_id = $1 AND project_id = $2",
+    )
+    .bind(user_id)
+    .bind(project_id)
+    .fetch_optional(pool)
+    .await?;
+    let Some(version) = version else {
+        return Ok(None);
+    };
+    let rows: Vec<SeqRow> = sqlx::query_as(concat!(
+        "SELECT seq, ",
+        note_columns!(),
+        " FROM notes WHERE user_id = $1 AND project_id = $2 ORDER BY seq LIMIT $3"
+    ))
+    .bind(user_id)
+    .bind(project_id)
+    .bind(i64::try_from(max).unwrap_or(i64::MAX).saturating_add(1))
+    .fetch_all(pool)
+    .await?;
+    if rows.len() > max {
+        return Ok(Some((version, None)));
+    }
+    let rows = rows
+        .into_iter()
+        .map(|r| Row {
+            order: r.seq,
+            seq: r.seq,
+            note: r.note.into(),
+        })
+        .collect();
+    Ok(Some((version, LexIndex::build(rows))))
+}
 
 impl PgStore {
     /// The notes to inject, searched in the database: the whole project, oldest first, when it

@@ -29,9 +29,7 @@ mod usage;
 
 mod bulk;
 mod injection;
-mod note_index;
 mod snapshot;
-mod stemmer;
 mod writer;
 
 use std::str::FromStr;

@@ -1,5 +1,5 @@
-//! The figures one leg reads before injecting from memory, in one statement: FTS5's structure
-//! record and averages, and the project's write versions. Read inline on a side connection, or
+//! The figures one leg reads before injecting from memory, in one statement: the project's write
+//! versions. Read inline on a side connection, or
 //! through sqlx when that connection meets a lock.
 
 use sqlx::Row;
@@ -7,13 +7,10 @@ use sqlx::sqlite::SqlitePool;
 use std::sync::Mutex;
 
 use super::injection::lock;
-use super::note_index::{TableStats, decode_averages};
 use crate::store::StoreResult;
 
 /// What one leg reads first, in one statement (one read transaction, so the figures agree).
-const SNAPSHOT: &str = "SELECT (SELECT block FROM notes_fts_data WHERE id = 10) AS structure,
-        (SELECT block FROM notes_fts_data WHERE id = 1) AS averages,
-        c.version, c.rewritten
+const SNAPSHOT: &str = "SELECT c.version, c.rewritten
  FROM (SELECT 1) LEFT JOIN note_counters c ON c.user_id = ?1 AND c.project_id = ?2";
 
 /// The snapshot read inline on a connection of its own, as the session check reads
@@ -41,12 +38,9 @@ impl SnapshotReader {
         let conn = lock(&self.conn);
         conn.prepare_cached(SNAPSHOT)?
             .query_row([user_id, project_id], |row| {
-                let averages: Option<Vec<u8>> = row.get(1)?;
-                let version: Option<i64> = row.get(2)?;
-                let rewritten: Option<i64> = row.get(3)?;
+                let version: Option<i64> = row.get(0)?;
+                let rewritten: Option<i64> = row.get(1)?;
                 Ok(Snapshot {
-                    structure: row.get::<_, Option<Vec<u8>>>(0)?.unwrap_or_default(),
-                    stats: averages.as_deref().and_then(decode_averages),
                     version: version.zip(rewritten),
                 })
             })
@@ -55,8 +49,6 @@ impl SnapshotReader {
 
 /// What one leg reads first.
 pub(super) struct Snapshot {
-    pub(super) structure: Vec<u8>,
-    pub(super) stats: Option<TableStats>,
     /// The project's write version and the version of its last edit or delete; `None` without
     /// a counter row.
     pub(super) version: Option<(i64, i64)>,
@@ -74,12 +66,7 @@ pub(super) async fn snapshot(
         .await?;
     let version: Option<i64> = row.try_get("version")?;
     let rewritten: Option<i64> = row.try_get("rewritten")?;
-    let averages: Option<Vec<u8>> = row.try_get("averages")?;
     Ok(Snapshot {
-        structure: row
-            .try_get::<Option<Vec<u8>>, _>("structure")?
-            .unwrap_or_default(),
-        stats: averages.as_deref().and_then(decode_averages),
         version: version.zip(rewritten),
     })
 }
