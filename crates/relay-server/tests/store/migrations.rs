@@ -52,7 +52,9 @@ async fn postgres_migrations_are_safe_when_instances_start_together() {
             (19, true),
             (35, true),
             (36, true),
-            (38, true)
+            (37, true),
+            (38, true),
+            (40, true)
         ]
     );
     // They share one store: a note through one is seen through another.

@@ -8,7 +8,6 @@
 
 use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
@@ -72,14 +71,18 @@ pub fn estimate(body: &Value) -> u64 {
 pub async fn count_tokens(
     State(state): State<AppState>,
     headers: HeaderMap,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Response {
     run(state, headers, body)
         .await
         .unwrap_or_else(|e| errors::respond(Api::Anthropic, e))
 }
 
-async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+async fn run(
+    state: AppState,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
     let caller = super::caller(&state, &headers, Api::Anthropic).await?;
     // Quota-exempt, but each count may be a provider call on the operator's key: rate-limited per
     // account like legs, and refused once the account's token budget is spent.
@@ -93,6 +96,8 @@ async fn run(state: AppState, headers: HeaderMap, body: Bytes) -> Result<Respons
         },
     )
     .await?;
+    // Read only now: an unauthenticated, rate-limited or spent caller costs no upload.
+    let body = super::read_body(&state, body).await?;
     let body: Value = crate::http::extract::parse_json(&body)?;
     if !body["model"].is_string() {
         return Err(ApiError::invalid("model: a string is required"));
