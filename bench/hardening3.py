@@ -17,7 +17,7 @@ def status(pid, key):
     return 0
 
 def main():
-    binary = sys.argv[1]
+    binary = os.path.abspath(sys.argv[1])
     port = free_port()
     d = tempfile.mkdtemp()
     cfg = os.path.join(d, "relay.toml")
