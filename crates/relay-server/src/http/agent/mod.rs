@@ -64,7 +64,9 @@ pub async fn stream_leg(
     Json(body): Json<AgentRequest>,
 ) -> ApiResult<Response> {
     let arrived = Instant::now();
-    gate(&state, &caller).await?;
+    // The body is already read here (the extractor), so only the rate limit is checked before
+    // validation; quota and budget are decided once, at admission (`open_leg`).
+    state.limits().agent.check(caller.user_id()).await?;
     let leg = request::validate(&body)?;
     let request_id = crate::http::extract::request_id(&headers);
     let opened = open_leg(
@@ -171,7 +173,7 @@ fn min_cap(a: Option<u32>, b: Option<u32>) -> Option<u32> {
     }
 }
 
-/// What a caller must pass before Relay reads a leg's body: its rate limit, a budget not used
+/// What a caller of a compatible door must pass before Relay reads its body: its rate limit, a budget not used
 /// up and (for an account) a unit of quota left. Cheap reads: the unit itself is taken at
 /// admission, after the body is parsed and validated.
 pub async fn gate(state: &AppState, caller: &Caller) -> ApiResult<()> {
@@ -179,10 +181,7 @@ pub async fn gate(state: &AppState, caller: &Caller) -> ApiResult<()> {
     if let Caller::User(user) = caller {
         if !user.unlimited() && user.remaining() <= 0 {
             state.metrics().quota_refusals.inc();
-            return Err(ApiError::new(
-                ErrorCode::QuotaExceeded,
-                "the account's quota is used up; ask an operator to raise it",
-            ));
+            return Err(quota::exceeded());
         }
         crate::usage::budget::check(
             state.ledger().store().as_ref(),

@@ -20,6 +20,14 @@ pub enum Quota {
     OpenMode(Arc<dyn MemoryStore>),
 }
 
+/// The refusal of an account whose quota is used up.
+pub(super) fn exceeded() -> ApiError {
+    ApiError::new(
+        ErrorCode::QuotaExceeded,
+        "the account's quota is used up; ask an operator to raise it",
+    )
+}
+
 impl Quota {
     /// Takes one unit of the caller's quota; `quota_exceeded` when none is left.
     pub async fn admit(state: &AppState, caller: &Caller) -> ApiResult<Self> {
@@ -30,10 +38,7 @@ impl Quota {
                     .ok_or_else(|| ApiError::internal("account without an auth store"))?;
                 if auth.admit_leg(&user.id).await? == Admission::QuotaExceeded {
                     state.metrics().quota_refusals.inc();
-                    return Err(ApiError::new(
-                        ErrorCode::QuotaExceeded,
-                        "the account's quota is used up; ask an operator to raise it",
-                    ));
+                    return Err(exceeded());
                 }
                 Ok(Self::Taken {
                     auth: auth.clone(),
