@@ -10,6 +10,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod http;
+pub mod legs;
 pub mod limits;
 pub mod metrics;
 pub mod operator;

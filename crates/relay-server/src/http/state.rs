@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::accounts::password::Passwords;
 use crate::config::{Config, Env};
+use crate::legs::{Deps, Legs};
 use crate::limits::Limits;
 use crate::limits::redis::SharedStore;
 use crate::limits::signin::SigninThrottle;
@@ -31,13 +32,11 @@ struct Inner {
     metrics: Arc<Metrics>,
     /// `/openapi.json` as served, rendered once at start-up.
     openapi_json: String,
-    models: Models,
     limits: Limits,
     shared_limits: Option<Arc<SharedStore>>,
     search: Option<Arc<dyn SearchBackend>>,
-    /// Cancelled when the shutdown grace period is over: open legs end with an `error` line.
-    legs_stop: tokio_util::sync::CancellationToken,
-    ledger: crate::usage::Ledger,
+    /// The leg service: the models, the ledger, and what runs a leg.
+    legs: Legs,
     /// `[server] identity_secret`, else the one stored on first start (`identity`).
     identity_secret: tokio::sync::OnceCell<String>,
 }
@@ -80,6 +79,23 @@ impl AppState {
             crate::usage::PriceList::from_models(&config.models),
             metrics.clone(),
         );
+        let legs = Legs::new(Deps {
+            routing: config.routing.clone(),
+            memory_config: config.memory.clone(),
+            drain: Duration::from_millis(config.usage.drain_ms),
+            default_token_budget: (!config.open_mode())
+                .then(|| config.auth.as_ref().map_or(-1, |a| a.default_token_budget)),
+            models,
+            metrics: metrics.clone(),
+            ledger,
+            rate_limit: limits.agent.clone(),
+            memory: stores.memory.memory.clone(),
+            auth: if config.open_mode() {
+                None
+            } else {
+                stores.auth.clone()
+            },
+        });
         Ok(Self(Arc::new(Inner {
             auth: if config.open_mode() {
                 None
@@ -97,12 +113,10 @@ impl AppState {
             signin_throttle,
             metrics,
             openapi_json,
-            models,
             limits,
             shared_limits,
             search,
-            legs_stop: tokio_util::sync::CancellationToken::new(),
-            ledger,
+            legs,
             identity_secret: tokio::sync::OnceCell::new(),
         })))
     }
@@ -169,7 +183,11 @@ impl AppState {
         &self.0.openapi_json
     }
     pub fn models(&self) -> &Models {
-        &self.0.models
+        self.0.legs.models()
+    }
+    /// The leg service every agent route runs its legs through.
+    pub fn legs(&self) -> &Legs {
+        &self.0.legs
     }
     pub fn limits(&self) -> &Limits {
         &self.0.limits
@@ -186,30 +204,25 @@ impl AppState {
     /// The usage ledger: where legs' records go, and its store.
     /// `[auth] default_token_budget` in auth mode; `None` in open mode, where `local` has no budget.
     pub fn default_token_budget(&self) -> Option<i64> {
-        self.auth().map(|_| {
-            self.config()
-                .auth
-                .as_ref()
-                .map_or(-1, |a| a.default_token_budget)
-        })
+        self.0.legs.default_token_budget()
     }
 
     pub fn ledger(&self) -> &crate::usage::Ledger {
-        &self.0.ledger
+        self.0.legs.ledger()
     }
 
     /// Resolves once open legs must end (`shutdown::serve_bounded`).
     pub fn legs_stop(&self) -> &tokio_util::sync::CancellationToken {
-        &self.0.legs_stop
+        self.0.legs.stopping()
     }
 
     /// Tells every open leg to end now.
     pub fn stop_legs(&self) {
-        self.0.legs_stop.cancel();
+        self.0.legs.stop();
     }
 
     /// The providers line of the start-up summary.
     pub fn providers_summary(&self) -> String {
-        self.0.models.summary.clone()
+        self.models().summary.clone()
     }
 }

@@ -86,7 +86,7 @@ impl CallerLimit {
 
 /// Every per-caller limit.
 pub struct Limits {
-    pub agent: CallerLimit,
+    pub agent: Arc<CallerLimit>,
     /// `POST /v1/messages/count_tokens`, with the agent legs' rate (`[limits] agent_per_minute`
     /// and `agent_burst`) counted apart, so that counting never takes a leg's place.
     pub count_tokens: CallerLimit,
@@ -102,8 +102,10 @@ impl Limits {
     /// `shared`: the Redis store of `[limits] url`, if any.
     pub fn new(config: &LimitsConfig, shared: Option<&Arc<SharedStore>>) -> Self {
         Self {
-            agent: CallerLimit::new(config.agent_per_minute, config.agent_burst)
-                .shared(shared, "agent"),
+            agent: Arc::new(
+                CallerLimit::new(config.agent_per_minute, config.agent_burst)
+                    .shared(shared, "agent"),
+            ),
             count_tokens: CallerLimit::new(config.agent_per_minute, config.agent_burst)
                 .shared(shared, "count_tokens"),
             suggest: CallerLimit::new(config.suggest_per_minute, config.suggest_burst)

@@ -57,9 +57,10 @@ impl Provider for AnthropicProvider {
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         let url = self.endpoint.url("/v1/messages")?;
-        let translated = serde_json::to_value(body(&request))
-            .map_err(|_| ProviderError::Connect("the request could not be built".into()))?;
-        let body = passthrough::messages_body(&request, translated);
+        // The translation is built only for a client of another family.
+        let body = passthrough::messages_body(&request, || {
+            serde_json::to_value(body(&request)).unwrap_or_default()
+        });
         let mut headers = vec![("anthropic-version", API_VERSION)];
         if let Some(beta) = request
             .passthrough
@@ -69,7 +70,12 @@ impl Provider for AnthropicProvider {
             headers.push(("anthropic-beta", beta));
         }
         let response = self.endpoint.post_sse(url, &body, &headers).await?;
-        Ok(endpoint::stream_response(response, Normaliser::new()))
+        let raw = passthrough::raw_for(&request, self.kind());
+        Ok(endpoint::stream_response_raw(
+            response,
+            Normaliser::new(),
+            raw,
+        ))
     }
 
     async fn count_tokens(&self, body: Value) -> Option<Result<u64, ProviderError>> {

@@ -167,6 +167,10 @@ pub enum ProviderEvent {
     /// The provider's count so far, before the finish (Anthropic's `message_start` carries the
     /// prompt's tokens): what a leg that ends early records instead of an estimate.
     UsageSoFar(Usage),
+    /// One server-sent event exactly as the provider sent it, ahead of the events made from it;
+    /// only when the request asked for them (`Passthrough::raw`, a client of the provider's
+    /// own API family that streams).
+    Raw(bytes::Bytes),
 }
 
 /// A provider failure. `Display` never includes a key, a URL or an upstream body.

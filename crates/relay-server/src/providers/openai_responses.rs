@@ -66,9 +66,16 @@ impl Provider for OpenAiResponsesProvider {
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         let url = self.endpoint.url("/responses")?;
-        let body = passthrough::responses_body(&request, body(&request), self.endpoint.base_url());
+        // The translation is built only for a client of another family.
+        let body =
+            passthrough::responses_body(&request, || body(&request), self.endpoint.base_url());
         let response = self.endpoint.post_sse(url, &body, &[]).await?;
-        Ok(endpoint::stream_response(response, Normaliser::default()))
+        let raw = passthrough::raw_for(&request, self.kind());
+        Ok(endpoint::stream_response_raw(
+            response,
+            Normaliser::default(),
+            raw,
+        ))
     }
 }
 

@@ -19,6 +19,9 @@ pub struct Passthrough {
     pub body: Map<String, Value>,
     /// `anthropic-beta`, sent to `anthropic` providers only.
     pub anthropic_beta: Option<String>,
+    /// The client streams: a provider of its family sends it its own events, byte for byte
+    /// (`ProviderEvent::Raw`).
+    pub raw: bool,
 }
 
 impl Passthrough {
@@ -26,6 +29,26 @@ impl Passthrough {
     pub fn for_kind(&self, kind: &str) -> Option<&Map<String, Value>> {
         (self.family.provider_kind() == kind).then_some(&self.body)
     }
+}
+
+/// Whether a provider of `kind` streams its own events to the client of `request`.
+pub fn raw_for(request: &ChatRequest, kind: &str) -> bool {
+    request
+        .passthrough
+        .as_deref()
+        .is_some_and(|p| p.raw && p.for_kind(kind).is_some())
+}
+
+/// Whether a Chat Completions client asked for the usage chunk (`stream_options.include_usage`),
+/// which Relay asks for on its own account either way.
+pub fn usage_chunk_asked(request: &ChatRequest) -> bool {
+    request.passthrough.as_deref().is_some_and(|p| {
+        p.body
+            .get("stream_options")
+            .and_then(|o| o.get("include_usage"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    })
 }
 
 /// How many `cache_control` markers a Messages body carries (tools, system, message blocks).
@@ -106,7 +129,7 @@ pub fn add_breakpoints(body: &mut Map<String, Value>, system_blocks_stable: usiz
 /// The Messages body for an `anthropic` provider: the client's own when it spoke Messages,
 /// else `translated` (Relay's form). Either way the notes block is a system block of its own
 /// after the client's, and a body without markers gets Relay's breakpoints.
-pub fn messages_body(request: &ChatRequest, translated: Value) -> Value {
+pub fn messages_body(request: &ChatRequest, translated: impl FnOnce() -> Value) -> Value {
     let mut body = match request
         .passthrough
         .as_deref()
@@ -122,7 +145,7 @@ pub fn messages_body(request: &ChatRequest, translated: Value) -> Value {
             drop_unsigned_thinking(&mut body);
             body
         }
-        None => match translated {
+        None => match translated() {
             Value::Object(mut body) => {
                 body.remove("system");
                 if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
@@ -167,14 +190,18 @@ fn drop_unsigned_thinking(body: &mut Map<String, Value>) {
 /// The Chat Completions body for an `openai` provider: the client's own when it spoke Chat
 /// Completions (usage asked for, the notes as a system message after the client's leading
 /// ones), else `translated`; `prompt_cache_key` added for OpenAI's own API where the client set none.
-pub fn chat_body(request: &ChatRequest, translated: Value, base_url: &str) -> Value {
+pub fn chat_body(
+    request: &ChatRequest,
+    translated: impl FnOnce() -> Value,
+    base_url: &str,
+) -> Value {
     let send_key = keyed(base_url);
     let Some(client) = request
         .passthrough
         .as_deref()
         .and_then(|p| p.for_kind("openai"))
     else {
-        return with_cache_key(translated, request, send_key);
+        return with_cache_key(translated(), request, send_key);
     };
     let mut body = client.clone();
     body.insert("model".into(), Value::String(request.model.clone()));
@@ -208,14 +235,18 @@ pub fn chat_body(request: &ChatRequest, translated: Value, base_url: &str) -> Va
 
 /// The Responses body for an `openai_responses` provider: the client's own when it spoke
 /// Responses (the notes appended to its `instructions`), else `translated`.
-pub fn responses_body(request: &ChatRequest, translated: Value, base_url: &str) -> Value {
+pub fn responses_body(
+    request: &ChatRequest,
+    translated: impl FnOnce() -> Value,
+    base_url: &str,
+) -> Value {
     let send_key = keyed(base_url);
     let Some(client) = request
         .passthrough
         .as_deref()
         .and_then(|p| p.for_kind("openai_responses"))
     else {
-        return with_cache_key(translated, request, send_key);
+        return with_cache_key(translated(), request, send_key);
     };
     let mut body = client.clone();
     body.insert("model".into(), Value::String(request.model.clone()));
@@ -283,6 +314,7 @@ mod tests {
                 family,
                 body: map(body),
                 anthropic_beta: None,
+                raw: true,
             })),
             ..ChatRequest::default()
         }
@@ -298,7 +330,7 @@ mod tests {
             client.clone(),
             Some("<project-notes>n</project-notes>"),
         );
-        let sent = responses_body(&r, json!({"translated": true}), OPENAI);
+        let sent = responses_body(&r, || json!({"translated": true}), OPENAI);
         assert_eq!(
             sent["instructions"],
             "Be brief.\n\n<project-notes>n</project-notes>"
@@ -314,13 +346,13 @@ mod tests {
         // The client's own key wins over Relay's.
         assert_eq!(sent["prompt_cache_key"], "mine");
         // Another family's provider gets the translation, with Relay's key where it is sent.
-        let sent = chat_body(&r, json!({"translated": true}), OPENAI);
+        let sent = chat_body(&r, || json!({"translated": true}), OPENAI);
         assert_eq!(
             sent,
             json!({"translated": true, "prompt_cache_key": "relay-k"})
         );
         assert_eq!(
-            chat_body(&r, json!({}), "http://127.0.0.1:8080/v1"),
+            chat_body(&r, || json!({}), "http://127.0.0.1:8080/v1"),
             json!({})
         );
     }
@@ -330,7 +362,7 @@ mod tests {
         let client = json!({"model": "auto", "messages": [{"role": "system", "content": "s"},
             {"role": "developer", "content": "d"}, {"role": "user", "content": "u"}], "top_p": 0.5});
         let r = request(Family::ChatCompletions, client, Some("notes"));
-        let sent = chat_body(&r, json!(null), OPENAI);
+        let sent = chat_body(&r, || json!(null), OPENAI);
         let roles: Vec<&str> = sent["messages"]
             .as_array()
             .unwrap()
@@ -352,7 +384,7 @@ mod tests {
                 {"type": "thinking", "thinking": "b", "signature": ""},
                 {"type": "redacted_thinking", "data": "enc"}, {"type": "text", "text": "t"}]},
             {"role": "user", "content": "next"}]});
-        let sent = messages_body(&request(Family::Messages, client, None), json!(null));
+        let sent = messages_body(&request(Family::Messages, client, None), || json!(null));
         let kinds: Vec<&str> = sent["messages"][1]["content"]
             .as_array()
             .unwrap()

@@ -57,9 +57,32 @@ where
     E: Into<ProviderError> + Send + 'static,
     N: EventNormaliser,
 {
+    drive_with(bytes, Framer::new(max_event_bytes), normaliser)
+}
+
+/// As `drive_capped`, and each event's own bytes come first as `ProviderEvent::Raw` (every byte
+/// of the body in exactly one of them, comments and blank lines with the event they precede), for
+/// a client of the provider's own API.
+pub fn drive_raw<S, E, N>(bytes: S, max_event_bytes: usize, normaliser: N) -> EventStream
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+    E: Into<ProviderError> + Send + 'static,
+    N: EventNormaliser,
+{
+    let mut framer = Framer::new(max_event_bytes);
+    framer.raw = Some(Vec::new());
+    drive_with(bytes, framer, normaliser)
+}
+
+fn drive_with<S, E, N>(bytes: S, framer: Framer, normaliser: N) -> EventStream
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+    E: Into<ProviderError> + Send + 'static,
+    N: EventNormaliser,
+{
     let state = Driver {
         bytes: Some(Box::pin(bytes)),
-        framer: Framer::new(max_event_bytes),
+        framer,
         normaliser,
         queue: VecDeque::new(),
         done: false,
@@ -82,7 +105,16 @@ struct Framer {
     data: String,
     /// A `data` line was seen: an event with empty data is still dispatched.
     has_data: bool,
-    ready: VecDeque<(String, String)>,
+    /// The bytes of the event being framed, when its raw form is kept (`drive_raw`).
+    raw: Option<Vec<u8>>,
+    ready: VecDeque<Framed>,
+}
+
+/// One dispatched event: its name, its data, and its bytes when they are kept.
+struct Framed {
+    name: String,
+    data: String,
+    raw: Option<Bytes>,
 }
 
 impl Framer {
@@ -95,8 +127,20 @@ impl Framer {
             name: String::new(),
             data: String::new(),
             has_data: false,
+            raw: None,
             ready: VecDeque::new(),
         }
+    }
+
+    /// Keeps consumed bytes for the event's raw form (when kept), within the event cap.
+    fn keep(&mut self, bytes: &[u8]) -> Result<(), ProviderError> {
+        if let Some(raw) = &mut self.raw {
+            if raw.len() + bytes.len() > self.max.saturating_mul(2) {
+                return Err(ProviderError::EventTooLarge { max: self.max });
+            }
+            raw.extend_from_slice(bytes);
+        }
+        Ok(())
     }
 
     fn too_large(&self) -> ProviderError {
@@ -108,8 +152,11 @@ impl Framer {
             // Not even the CR–LF pairing may change for an empty chunk.
             return Ok(());
         }
-        if std::mem::take(&mut self.after_cr) {
-            chunk = chunk.strip_prefix(b"\n").unwrap_or(chunk);
+        if std::mem::take(&mut self.after_cr)
+            && let Some(rest) = chunk.strip_prefix(b"\n")
+        {
+            self.keep(b"\n")?;
+            chunk = rest;
         }
         while let Some(end) = chunk.iter().position(|b| *b == b'\n' || *b == b'\r') {
             let (head, rest) = chunk.split_at(end);
@@ -122,9 +169,12 @@ impl Framer {
                 _ => 1,
             };
             if self.line.is_empty() {
+                self.keep(head)?;
+                self.keep(&rest[..ending])?;
                 self.take_line(head)?;
             } else {
                 self.extend(head)?;
+                self.keep(&rest[..ending])?;
                 let line = std::mem::take(&mut self.line);
                 self.take_line(&line)?;
             }
@@ -138,6 +188,7 @@ impl Framer {
         if self.line.len() + bytes.len() > self.max {
             return Err(self.too_large());
         }
+        self.keep(bytes)?;
         self.line.extend_from_slice(bytes);
         Ok(())
     }
@@ -156,7 +207,12 @@ impl Framer {
                 } else {
                     name
                 };
-                self.ready.push_back((name, std::mem::take(&mut self.data)));
+                let raw = self.raw.as_mut().map(|r| Bytes::from(std::mem::take(r)));
+                self.ready.push_back(Framed {
+                    name,
+                    data: std::mem::take(&mut self.data),
+                    raw,
+                });
             } else {
                 self.name.clear();
             }
@@ -229,9 +285,10 @@ where
             if self.done {
                 return None;
             }
-            if let Some((name, data)) = self.framer.ready.pop_front() {
+            if let Some(Framed { name, data, raw }) = self.framer.ready.pop_front() {
                 match self.normaliser.feed(&name, &data) {
                     Ok(events) => {
+                        self.queue.extend(raw.map(ProviderEvent::Raw));
                         self.queue.extend(events);
                         if self.normaliser.is_complete()
                             && let Err(err) = self.close()

@@ -317,7 +317,7 @@ async fn notes_are_injected_into_the_system_prompt_and_reported_in_start() {
     let fake = FakeUpstream::start().await;
     let app = open_app(&fake).await;
     let cwd = "/home/ada/relay";
-    let project = relay_server::http::agent::project_of(
+    let project = relay_server::legs::project_of(
         &serde_json::from_value(json!({"messages": [], "cwd": cwd})).unwrap(),
     )
     .unwrap()

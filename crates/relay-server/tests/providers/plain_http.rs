@@ -163,7 +163,8 @@ async fn leg(provider: &OpenAiProvider) -> Result<(String, bool), ProviderError>
             | ProviderEvent::ReasoningSignature(_)
             | ProviderEvent::RedactedReasoning(_)
             | ProviderEvent::ReasoningItem(_)
-            | ProviderEvent::UsageSoFar(_) => {}
+            | ProviderEvent::UsageSoFar(_)
+            | ProviderEvent::Raw(_) => {}
         }
     }
     Ok((text, finished))

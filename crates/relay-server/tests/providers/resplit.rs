@@ -101,3 +101,62 @@ fn crlf_and_utf8_split_between_chunks() {
     );
     split_everywhere(Adapter::OpenAi, cr_only);
 }
+
+/// Driven for a client of the provider's own API (`sse::drive_raw`): every byte of the body is
+/// in exactly one `Raw` item, in order, each ahead of the events made from it, and the other
+/// events are those of the plain driver.
+fn raw_concatenation(adapter: Adapter, chunks: Vec<Bytes>) -> (Vec<u8>, Vec<String>) {
+    use futures::StreamExt;
+    use relay_server::providers::{ProviderEvent, anthropic, gemini, openai, sse};
+    let bytes = futures::stream::iter(chunks.into_iter().map(Ok::<_, std::convert::Infallible>));
+    let max = sse::DEFAULT_MAX_EVENT_BYTES;
+    let stream = match adapter {
+        Adapter::OpenAi => sse::drive_raw(bytes, max, openai::Normaliser::new()),
+        Adapter::Anthropic => sse::drive_raw(bytes, max, anthropic::Normaliser::new()),
+        Adapter::Gemini => sse::drive_raw(bytes, max, gemini::Normaliser::new()),
+    };
+    let items: Vec<_> = futures::executor::block_on(stream.collect());
+    let mut raw = Vec::new();
+    let mut rest = Vec::new();
+    for item in items {
+        match item {
+            Ok(ProviderEvent::Raw(b)) => raw.extend_from_slice(&b),
+            other => rest.push(format!("{other:?}")),
+        }
+    }
+    (raw, rest)
+}
+
+#[test]
+fn a_same_family_client_gets_the_providers_bytes_whatever_the_split() {
+    for case in CASES.iter().filter(|c| !c.file.ends_with(".chunks.txt")) {
+        let body = sse_body(case.file, case.adapter);
+        let plain: Vec<String> = events(case.adapter, vec![Bytes::copy_from_slice(&body)])
+            .iter()
+            .map(|e| format!("{e:?}"))
+            .collect();
+        let completes = plain.last().is_some_and(|l| l.starts_with("Ok(Finished"));
+        for at in [0, 1, body.len() / 3, body.len() / 2, body.len()] {
+            let (a, b) = body.split_at(at);
+            let (raw, rest) = raw_concatenation(
+                case.adapter,
+                vec![Bytes::copy_from_slice(a), Bytes::copy_from_slice(b)],
+            );
+            assert_eq!(rest, plain, "{}: the events changed", case.file);
+            if completes {
+                // A driver stops reading at the provider's end mark; what it read is the body
+                // up to there, byte for byte.
+                assert!(!raw.is_empty(), "{}", case.file);
+                assert_eq!(raw[..], body[..raw.len()], "{} split at {at}", case.file);
+            }
+        }
+        let bytewise = body.iter().map(|b| Bytes::copy_from_slice(&[*b])).collect();
+        let (raw, _) = raw_concatenation(case.adapter, bytewise);
+        assert_eq!(
+            raw[..],
+            body[..raw.len()],
+            "{} one byte per chunk",
+            case.file
+        );
+    }
+}

@@ -5,7 +5,7 @@
 //! The sequence: the caller, its rate limit, budget and quota (all before the body is read), the
 //! body read within `[server] body_timeout_ms` and parsed once, the pass-through policy (`policy`),
 //! the request translated into a validated leg (400 naming the field), the leg opened through
-//! routing, fallback, rate limit, quota and notes (`agent::open_leg`, which refunds the unit when
+//! routing, fallback, rate limit, quota and notes (`Legs::open`, which refunds the unit when
 //! no model answers), then the answer streamed as SSE or collected whole, with the notes receipt.
 //! Every error before the first byte is answered in the API's own error shape.
 
@@ -21,8 +21,8 @@ use serde_json::{Map, Value, json};
 
 use super::{Api, errors};
 use crate::error::ApiError;
-use crate::http::agent::ValidLeg;
 use crate::http::state::AppState;
+use crate::legs::{LegEvent, ValidLeg};
 use crate::providers::passthrough::Family;
 
 /// What a door makes of its request: the leg to run and what its answer needs to know.
@@ -90,7 +90,7 @@ async fn run<D: Door>(
     // Who pays is settled before a byte of the body is read: an unauthenticated, rate-limited
     // or spent caller costs Relay no upload (issue 38).
     let caller = super::caller(&state, &headers, D::API).await?;
-    crate::http::agent::gate(&state, &caller).await?;
+    state.legs().gate(&caller).await?;
     let body = super::read_body(&state, body).await?;
     // Parsed once, as a map: the door's request type is read from it, and the same map is the
     // client's body a same-family provider gets.
@@ -116,6 +116,7 @@ async fn run<D: Door>(
         client,
         &headers,
         policy,
+        translated.stream,
     ));
     drop(policies);
     let opened = super::open(
@@ -129,6 +130,10 @@ async fn run<D: Door>(
     .await?;
     let mut answer = D::answer(translated.context, opened.model.clone());
     let response = if translated.stream {
+        // A provider of the client's own API family answers the client in its own bytes
+        // (`LegEvent::Raw`); the encoder still sees every event, to keep its state, but only
+        // Relay's own pings and errors are sent in its form then.
+        let raw = opened.raw;
         let events = opened
             .events
             .map(Some)
@@ -139,9 +144,17 @@ async fn run<D: Door>(
                 .flat_map(move |e| {
                     futures::stream::iter(match e {
                         _ if ended => Vec::new(),
-                        Some(event) => {
+                        Some(LegEvent::Raw(bytes)) => vec![bytes],
+                        Some(LegEvent::Wire(event)) => {
                             ended = event.is_terminal();
-                            answer.event(event)
+                            let relays_own =
+                                matches!(event, AgentEvent::Ping | AgentEvent::Error { .. });
+                            let chunks = answer.event(event);
+                            if raw && !relays_own {
+                                Vec::new()
+                            } else {
+                                chunks
+                            }
                         }
                         None => answer.event(unfinished()),
                     })
@@ -155,6 +168,10 @@ async fn run<D: Door>(
         let mut events = opened.events;
         let mut terminal = None;
         while let Some(event) = events.next().await {
+            // A whole answer never asks the provider for its own bytes.
+            let LegEvent::Wire(event) = event else {
+                continue;
+            };
             if event.is_terminal() {
                 terminal = Some(event);
                 break;

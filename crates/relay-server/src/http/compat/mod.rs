@@ -1,8 +1,8 @@
 //! The compatible endpoints: OpenAI Chat Completions and Responses, Anthropic Messages and the
 //! models list, so tools and SDKs that speak those APIs can point their base URL at Relay.
 //!
-//! Each request is translated into a leg (`agent::validate`) and run through the leg machinery
-//! (`agent::open_leg`: model routing with fallback, rate limit, quota, note injection) by one
+//! Each request is translated into a leg (`legs::validate`) and run through the leg machinery
+//! (`Legs::open`: model routing with fallback, rate limit, quota, note injection) by one
 //! sequence, `door::serve`; only the translation of the request and the encoding of the answer
 //! and of the errors are each API's own (a `door::Door`).
 
@@ -31,8 +31,8 @@ use serde_json::{Map, Value};
 use crate::accounts::Caller;
 use crate::domain::ProjectId;
 use crate::error::ApiError;
-use crate::http::agent::{self, Opened};
 use crate::http::state::AppState;
+use crate::legs::{self, Opened};
 use crate::policy;
 use crate::providers::ToolSpec;
 use crate::providers::passthrough::{Family, Passthrough};
@@ -40,7 +40,7 @@ use crate::providers::registry::ModelEntry;
 pub use errors::Api;
 
 /// Bodies may be as large as a leg's (long conversations).
-pub const BODY_LIMIT: usize = agent::BODY_LIMIT;
+pub const BODY_LIMIT: usize = legs::BODY_LIMIT;
 
 /// The receipt header: the ids of the notes injected, comma-separated.
 pub const NOTE_IDS: &str = "x-relay-note-ids";
@@ -69,7 +69,7 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// The project whose notes are injected: `x-relay-project`, else derived from
 /// `x-relay-git-remote`, else `x-relay-cwd`, as a leg derives it; no header, no notes.
 pub fn project(headers: &HeaderMap) -> Result<Option<ProjectId>, ApiError> {
-    agent::project_from(
+    legs::project_from(
         header_str(headers, "x-relay-project"),
         [
             header_str(headers, "x-relay-git-remote"),
@@ -86,8 +86,8 @@ pub fn leg(
     request: &AgentRequest,
     tools: &[ToolDef],
     headers: &HeaderMap,
-) -> Result<agent::ValidLeg, ApiError> {
-    let mut leg = agent::validate(request)?;
+) -> Result<legs::ValidLeg, ApiError> {
+    let mut leg = legs::validate(request)?;
     leg.tools = tools
         .iter()
         .map(|t| ToolSpec {
@@ -181,13 +181,14 @@ pub async fn apply_policy(
 }
 
 /// The client's own body and `anthropic-beta` (filtered to the allowed betas), kept for a
-/// provider of the same API family.
+/// provider of the same API family, which streams its own events to a client that streams.
 pub fn passthrough(
     state: &AppState,
     family: Family,
     body: Map<String, Value>,
     headers: &HeaderMap,
     chain: policy::Chain<'_>,
+    stream: bool,
 ) -> Arc<Passthrough> {
     let anthropic_beta = header_str(headers, "anthropic-beta").and_then(|header| {
         let (kept, dropped) =
@@ -201,6 +202,7 @@ pub fn passthrough(
         family,
         body,
         anthropic_beta,
+        raw: stream,
     })
 }
 
@@ -210,11 +212,14 @@ pub async fn open(
     caller: &Caller,
     headers: &HeaderMap,
     model: &str,
-    leg: agent::ValidLeg,
+    leg: legs::ValidLeg,
     arrived: Instant,
 ) -> Result<Opened, ApiError> {
     let request_id = crate::http::extract::request_id(headers);
-    agent::open_leg(state, caller, request_id, Some(model), leg, arrived).await
+    state
+        .legs()
+        .open(caller, request_id, Some(model), leg, arrived)
+        .await
 }
 
 /// Adds the notes receipt to an answer.

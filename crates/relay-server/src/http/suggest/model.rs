@@ -66,7 +66,8 @@ pub async fn complete(
                 | ProviderEvent::ReasoningSignature(_)
                 | ProviderEvent::RedactedReasoning(_)
                 | ProviderEvent::ReasoningItem(_)
-                | ProviderEvent::UsageSoFar(_) => {}
+                | ProviderEvent::UsageSoFar(_)
+                | ProviderEvent::Raw(_) => {}
                 ProviderEvent::Finished { .. } => return Some(text),
             }
         }

@@ -14,13 +14,16 @@ mod stream;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::StreamExt;
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::passthrough;
 use super::transport::endpoint::{self, Endpoint, KeyHeader};
 use super::transport::lanes::Lanes;
-use super::{ChatMessage, ChatRequest, EventStream, Provider, ProviderError, ToolChoice};
+use super::{
+    ChatMessage, ChatRequest, EventStream, Provider, ProviderError, ProviderEvent, ToolChoice,
+};
 
 pub use stream::Normaliser;
 
@@ -106,10 +109,27 @@ impl Provider for OpenAiProvider {
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, ProviderError> {
         let url = self.endpoint.url("/chat/completions")?;
-        let translated = serde_json::to_value(self.body(&request)).unwrap_or_default();
-        let body = passthrough::chat_body(&request, translated, self.endpoint.base_url());
+        // The translation is built only for a client of another family.
+        let body = passthrough::chat_body(
+            &request,
+            || serde_json::to_value(self.body(&request)).unwrap_or_default(),
+            self.endpoint.base_url(),
+        );
         let response = self.endpoint.post_sse(url, &body, &[]).await?;
-        Ok(endpoint::stream_response(response, Normaliser::new()))
+        let raw = passthrough::raw_for(&request, self.kind());
+        let events = endpoint::stream_response_raw(response, Normaliser::new(), raw);
+        if !raw || passthrough::usage_chunk_asked(&request) {
+            return Ok(events);
+        }
+        // Relay asked for the usage chunk for its own ledger; a client that did not ask for
+        // it is not sent it (it has no choices, which such a client may not expect).
+        Ok(Box::pin(events.filter(|event| {
+            let usage_chunk = matches!(event, Ok(ProviderEvent::Raw(bytes))
+                if [&b"\"choices\":[]"[..], b"\"choices\": []"]
+                    .iter()
+                    .any(|needle| bytes.windows(needle.len()).any(|w| w == *needle)));
+            std::future::ready(!usage_chunk)
+        })))
     }
 }
 

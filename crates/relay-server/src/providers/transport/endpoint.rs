@@ -166,3 +166,16 @@ pub(crate) fn stream_response<N: EventNormaliser>(
 ) -> EventStream {
     sse::drive_capped(upstream.body, upstream.max_event_bytes, normaliser)
 }
+
+/// As `stream_response`, each event's own bytes first (`ProviderEvent::Raw`) when `raw`.
+pub(crate) fn stream_response_raw<N: EventNormaliser>(
+    upstream: Upstream,
+    normaliser: N,
+    raw: bool,
+) -> EventStream {
+    if raw {
+        sse::drive_raw(upstream.body, upstream.max_event_bytes, normaliser)
+    } else {
+        stream_response(upstream, normaliser)
+    }
+}

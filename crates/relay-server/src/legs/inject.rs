@@ -7,24 +7,26 @@
 
 use std::time::Duration;
 
+use super::Legs;
 use super::request::ValidLeg;
-use crate::http::state::AppState;
 use crate::store::{InjectBudget, Note};
 
 /// Notes for `leg`'s project, within the configured budget and deadline.
-pub async fn notes(state: &AppState, user_id: &str, leg: &ValidLeg) -> Vec<Note> {
+pub async fn notes(legs: &Legs, user_id: &str, leg: &ValidLeg) -> Vec<Note> {
     let Some(project) = &leg.project_id else {
         return Vec::new();
     };
-    let config = &state.config().memory;
+    let config = &legs.deps().memory_config;
     let budget = InjectBudget {
         max_notes: config.inject_max_notes as usize,
         max_chars: config.inject_max_chars as usize,
     };
-    let lookup =
-        state
-            .memory()
-            .notes_for_injection(user_id, project.as_str(), &leg.first_user_text, budget);
+    let lookup = legs.deps().memory.notes_for_injection(
+        user_id,
+        project.as_str(),
+        &leg.first_user_text,
+        budget,
+    );
     match tokio::time::timeout(Duration::from_millis(config.inject_deadline_ms), lookup).await {
         Ok(Ok(notes)) => notes,
         Ok(Err(e)) => {

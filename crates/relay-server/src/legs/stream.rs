@@ -1,16 +1,14 @@
 //! Running an opened leg (see `open.rs`): stream its events as they come, with keep-alive pings,
 //! an idle timeout, and cancellation when the client goes away (dropping the body drops the
-//! upstream request); for a leg of Relay's own API as NDJSON lines.
+//! upstream request). Encoding them is the caller's (`http::agent` as NDJSON, the doors in
+//! their APIs' forms).
 
 use std::collections::{HashSet, VecDeque};
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::body::{Body, Bytes};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::Response;
+use bytes::Bytes;
 use futures::StreamExt;
 use relay_wire::ErrorCode;
 use relay_wire::agent::{
@@ -18,7 +16,8 @@ use relay_wire::agent::{
 };
 
 use super::calls;
-use crate::http::state::AppState;
+use super::raw::AnswerIds;
+use super::{LegEvent, Legs};
 use crate::providers::registry::ModelEntry;
 use crate::providers::{EventStream, FinishReason, ProviderError, ProviderEvent, Usage};
 use crate::usage::LegFacts;
@@ -29,30 +28,34 @@ pub(super) struct Opening {
     pub(super) first: ProviderEvent,
     /// The provider's count before the first output, if it sent one.
     pub(super) counted: Option<Usage>,
+    /// The provider's own events up to the first output, for a client of its family.
+    pub(super) raw: Vec<Bytes>,
     pub(super) events: EventStream,
 }
 
 /// The opened leg's events, `start` first and one terminal event last.
 pub(super) fn events_of(
-    state: AppState,
+    legs: Legs,
     model: Arc<ModelEntry>,
     facts: LegFacts,
     opening: Opening,
     idle: Duration,
     history_ids: HashSet<String>,
     refunded_if_failed: Arc<AtomicBool>,
-) -> futures::stream::BoxStream<'static, AgentEvent> {
+) -> futures::stream::BoxStream<'static, LegEvent> {
     let Opening {
         start,
         first,
         counted,
+        raw,
         events,
     } = opening;
-    state.metrics().active_streams.inc();
-    let ping = Duration::from_millis(state.config().routing.ping_interval_ms);
+    legs.metrics().active_streams.inc();
+    let ping = Duration::from_millis(legs.deps().routing.ping_interval_ms);
     let now = Instant::now();
-    let mut queued = VecDeque::with_capacity(2);
+    let mut queued = VecDeque::with_capacity(2 + raw.len());
     queued.push_back(Queued::Line(start));
+    queued.extend(raw.into_iter().map(Queued::Raw));
     queued.push_back(Queued::Provider(first));
     // Open until the leg ends (the terminal line, or the client leaving); its parent is the request.
     let span = tracing::info_span!(
@@ -69,7 +72,7 @@ pub(super) fn events_of(
     );
     let leg = Leg {
         span,
-        state,
+        legs,
         model,
         events,
         queued,
@@ -79,6 +82,7 @@ pub(super) fn events_of(
         idle,
         ping,
         history_ids,
+        answer_ids: AnswerIds::default(),
         refunded_if_failed,
         facts,
         status: None,
@@ -92,31 +96,16 @@ pub(super) fn events_of(
     }))
 }
 
-/// The leg's events as NDJSON lines.
-pub fn ndjson(events: futures::stream::BoxStream<'static, AgentEvent>) -> Response {
-    let body = events.map(|event| Ok::<Bytes, Infallible>(encode(&event)));
-    let mut response = Response::new(Body::from_stream(body));
-    *response.status_mut() = StatusCode::OK;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-ndjson"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    // Tell buffering proxies (nginx) to pass each line on at once.
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
-}
-
 enum Queued {
     Line(AgentEvent),
+    Raw(Bytes),
     Provider(ProviderEvent),
 }
 
 /// The state of one streaming leg; dropping it (the client left) drops the upstream request.
 struct Leg {
     span: tracing::Span,
-    state: AppState,
+    legs: Legs,
     model: Arc<ModelEntry>,
     events: EventStream,
     queued: VecDeque<Queued>,
@@ -127,6 +116,8 @@ struct Leg {
     ping: Duration,
     /// The call ids of the leg's history (see `calls::normalise`).
     history_ids: HashSet<String>,
+    /// The call ids a same-family provider's own events introduced, as sent (see `raw`).
+    answer_ids: AnswerIds,
     /// See `Opened::refunded_if_failed`.
     refunded_if_failed: Arc<AtomicBool>,
     /// The usage record's parts: what the leg knew from the start, how it ended, what it used.
@@ -153,25 +144,24 @@ impl Drop for Leg {
             counted: self.counted,
             streamed_bytes: self.streamed_bytes,
         };
-        let drain = Duration::from_millis(self.state.config().usage.drain_ms);
+        let drain = self.legs.deps().drain;
         if !self.finished && ending.usage.is_none() && !drain.is_zero() {
             // The client left before the provider's final count: read on for it a bounded
             // time, off the client's path (the provider's tokens are billed either way).
             let events = std::mem::replace(&mut self.events, Box::pin(futures::stream::empty()));
-            let (state, model, facts) =
-                (self.state.clone(), self.model.clone(), self.facts.clone());
+            let (legs, model, facts) = (self.legs.clone(), self.model.clone(), self.facts.clone());
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(async move {
                     let ending = ending.drained(events, drain).await;
-                    ending.record(&state, &model, &facts);
+                    ending.record(&legs, &model, &facts);
                 });
             } else {
-                ending.record(&self.state, &self.model, &self.facts);
+                ending.record(&self.legs, &self.model, &self.facts);
             }
         } else {
-            ending.record(&self.state, &self.model, &self.facts);
+            ending.record(&self.legs, &self.model, &self.facts);
         }
-        let metrics = self.state.metrics();
+        let metrics = self.legs.metrics();
         metrics.active_streams.dec();
         if !self.finished {
             metrics.leg(&self.model.name, "cancelled");
@@ -208,8 +198,8 @@ impl Ending {
         self
     }
 
-    fn record(self, state: &AppState, model: &ModelEntry, facts: &LegFacts) {
-        let ledger = state.ledger();
+    fn record(self, legs: &Legs, model: &ModelEntry, facts: &LegFacts) {
+        let ledger = legs.ledger();
         if let Some(usage) = self.usage {
             ledger.leg_ended(facts, model, self.status, Some(&usage), false);
             return;
@@ -238,13 +228,14 @@ impl Ending {
 
 impl Leg {
     /// The next event, or `None` after the terminal one.
-    async fn next_event(&mut self) -> Option<AgentEvent> {
+    async fn next_event(&mut self) -> Option<LegEvent> {
         if self.finished {
             return None;
         }
         loop {
             let event = match self.queued.pop_front() {
-                Some(Queued::Line(e)) => e,
+                Some(Queued::Line(e)) => LegEvent::Wire(e),
+                Some(Queued::Raw(bytes)) => LegEvent::Raw(self.raw(bytes)),
                 Some(Queued::Provider(p)) => match self.translate(p) {
                     Some(e) => e,
                     None => continue,
@@ -259,34 +250,50 @@ impl Leg {
         }
     }
 
+    /// One of the provider's own events for a client of its family: sent as it came unless a
+    /// tool call in it breaks Relay's rules (`raw`).
+    fn raw(&mut self, bytes: Bytes) -> Bytes {
+        self.answer_ids.frame(bytes, &self.history_ids)
+    }
+
     /// Waits for the provider, sending a ping after a quiet spell and failing past the idle timeout.
-    async fn wait_upstream(&mut self) -> Option<AgentEvent> {
+    async fn wait_upstream(&mut self) -> Option<LegEvent> {
         let idle_at = self.last_upstream + self.idle;
         let ping_at = self.last_line + self.ping;
         let deadline = idle_at.min(ping_at);
-        let stop = self.state.legs_stop().clone();
+        let stop = self.legs.stopping().clone();
         let next = tokio::select! {
             biased;
-            () = stop.cancelled() => return Some(self.shut_down()),
+            () = stop.cancelled() => return Some(LegEvent::Wire(self.shut_down())),
             next = tokio::time::timeout_at(deadline.into(), self.events.next()) => next,
         };
-        match next {
+        let wire = match next {
             Ok(Some(Ok(event))) => {
                 self.last_upstream = Instant::now();
-                self.translate(event)
+                return self.translate(event);
             }
-            Ok(Some(Err(e))) => Some(self.fail(&e)),
-            Ok(None) => Some(self.fail(&ProviderError::Protocol(
+            Ok(Some(Err(e))) => self.fail(&e),
+            Ok(None) => self.fail(&ProviderError::Protocol(
                 "the stream ended without a finish".into(),
-            ))),
-            Err(_) if Instant::now() >= idle_at => Some(self.fail(&ProviderError::IdleTimeout)),
-            Err(_) => Some(AgentEvent::Ping),
-        }
+            )),
+            Err(_) if Instant::now() >= idle_at => self.fail(&ProviderError::IdleTimeout),
+            Err(_) => AgentEvent::Ping,
+        };
+        Some(LegEvent::Wire(wire))
     }
 
-    /// The wire event for a provider event; `None` for nothing to send (an empty piece).
-    fn translate(&mut self, event: ProviderEvent) -> Option<AgentEvent> {
+    /// The event for a provider event; `None` for nothing to send (an empty piece).
+    fn translate(&mut self, event: ProviderEvent) -> Option<LegEvent> {
+        if let ProviderEvent::Raw(bytes) = event {
+            return Some(LegEvent::Raw(self.raw(bytes)));
+        }
+        self.wire(event).map(LegEvent::Wire)
+    }
+
+    /// Relay's event for a provider event.
+    fn wire(&mut self, event: ProviderEvent) -> Option<AgentEvent> {
         match event {
+            ProviderEvent::Raw(_) => None,
             ProviderEvent::UsageSoFar(usage) => {
                 self.counted = Some(usage);
                 None
@@ -330,7 +337,7 @@ impl Leg {
                 self.finished = true;
                 self.status = Some("ok");
                 self.usage = Some(usage);
-                let metrics = self.state.metrics();
+                let metrics = self.legs.metrics();
                 metrics.tokens(&self.model.name, &usage);
                 self.span
                     .record("gen_ai.usage.input_tokens", usage.input_tokens)
@@ -378,7 +385,7 @@ impl Leg {
     fn shut_down(&mut self) -> AgentEvent {
         self.finished = true;
         self.status = Some("error");
-        self.state.metrics().leg(&self.model.name, "error");
+        self.legs.metrics().leg(&self.model.name, "error");
         AgentEvent::Error {
             error: ErrorCode::ProviderUnavailable,
             message: "the relay is shutting down; retry the leg".into(),
@@ -392,7 +399,7 @@ impl Leg {
         self.span
             .record("relay.outcome", "error")
             .record("otel.status_code", "ERROR");
-        self.state.metrics().leg(&self.model.name, "error");
+        self.legs.metrics().leg(&self.model.name, "error");
         tracing::warn!(model = %self.model.name, error = %e, "leg failed after the headers");
         let (error, retryable) = match e {
             ProviderError::RateLimited { .. } => (ErrorCode::RateLimited, true),
@@ -422,10 +429,4 @@ fn wire_usage(u: Usage) -> WireUsage {
         cache_write_tokens: u.cache_write_tokens,
         reasoning_tokens: u.reasoning_tokens,
     }
-}
-
-fn encode(event: &AgentEvent) -> Bytes {
-    let mut line = serde_json::to_vec(event).unwrap_or_else(|_| br#"{"event":"ping"}"#.to_vec());
-    line.push(b'\n');
-    Bytes::from(line)
 }

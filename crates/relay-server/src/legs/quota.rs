@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use relay_wire::ErrorCode;
 
+use super::Legs;
 use crate::accounts::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::http::state::AppState;
 use crate::store::{Admission, AuthStore, MemoryStore};
 
 /// The quota unit a leg holds, given back if no model produces output.
@@ -30,14 +30,16 @@ pub(super) fn exceeded() -> ApiError {
 
 impl Quota {
     /// Takes one unit of the caller's quota; `quota_exceeded` when none is left.
-    pub async fn admit(state: &AppState, caller: &Caller) -> ApiResult<Self> {
+    pub async fn admit(legs: &Legs, caller: &Caller) -> ApiResult<Self> {
         match caller {
             Caller::User(user) => {
-                let auth = state
-                    .auth()
+                let auth = legs
+                    .deps()
+                    .auth
+                    .as_ref()
                     .ok_or_else(|| ApiError::internal("account without an auth store"))?;
                 if auth.admit_leg(&user.id).await? == Admission::QuotaExceeded {
-                    state.metrics().quota_refusals.inc();
+                    legs.metrics().quota_refusals.inc();
                     return Err(exceeded());
                 }
                 Ok(Self::Taken {
@@ -45,7 +47,7 @@ impl Quota {
                     user_id: user.id.clone(),
                 })
             }
-            Caller::Local => Ok(Self::OpenMode(state.memory().clone())),
+            Caller::Local => Ok(Self::OpenMode(legs.deps().memory.clone())),
         }
     }
 

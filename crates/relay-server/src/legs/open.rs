@@ -16,8 +16,8 @@ use super::inject;
 use super::quota::Quota;
 use super::request::ValidLeg;
 use super::stream::{Opening, events_of};
+use super::{LegEvent, Legs};
 use crate::error::{ApiError, ApiResult};
-use crate::http::state::AppState;
 use crate::providers::registry::ModelEntry;
 use crate::providers::{EventStream, ProviderError, ProviderEvent};
 use crate::store::Note;
@@ -31,13 +31,17 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 pub struct Opened {
     pub model: String,
     pub note_ids: Vec<String>,
-    pub events: futures::stream::BoxStream<'static, AgentEvent>,
+    pub events: futures::stream::BoxStream<'static, LegEvent>,
     /// The leg's quota unit: a door that ends up giving the client nothing but an error (a
     /// non-streamed answer that failed after the first output) gives it back.
     pub quota: Quota,
     /// Set by a door that answers whole: a leg of it that fails is refunded, so it leaves no
     /// usage record (issue 35: refunded calls leave none).
     pub refunded_if_failed: Arc<AtomicBool>,
+    /// The answering provider speaks the client's API and streams its own events
+    /// (`LegEvent::Raw`) ahead of Relay's: a door sends those and only Relay's pings and
+    /// errors in its own form.
+    pub raw: bool,
 }
 
 /// What admission gave the leg besides its quota unit.
@@ -52,7 +56,7 @@ pub struct Admitted {
 /// (NDJSON for a leg, the compatible endpoints' own formats for theirs).
 #[allow(clippy::too_many_arguments, reason = "the leg's parts, each used once")]
 pub async fn open(
-    state: AppState,
+    legs: Legs,
     user_id: &str,
     admitted: Admitted,
     chain: Vec<Arc<ModelEntry>>,
@@ -61,7 +65,7 @@ pub async fn open(
     quota: Quota,
     arrived: Instant,
 ) -> ApiResult<Opened> {
-    let routing = &state.config().routing;
+    let routing = &legs.deps().routing;
     let idle = Duration::from_millis(routing.idle_timeout_ms);
     let retries = routing.retries;
     let block = inject::block(&notes);
@@ -82,8 +86,7 @@ pub async fn open(
         service_tier: leg.service_tier.clone(),
         prompt_estimate: leg.prompt_estimate,
     };
-    state
-        .metrics()
+    legs.metrics()
         .relay_overhead
         .observe(arrived.elapsed().as_secs_f64());
 
@@ -111,15 +114,19 @@ pub async fn open(
             }
             drop(span);
             match tried {
-                Ok((events, first, counted)) => {
-                    state
-                        .metrics()
+                Ok(FirstOutput {
+                    events,
+                    first,
+                    counted,
+                    raw,
+                }) => {
+                    legs.metrics()
                         .upstream_first_output
                         .get_or_create(&crate::metrics::ModelLabels {
                             model: model.name.clone(),
                         })
                         .observe(sent.elapsed().as_secs_f64());
-                    state.metrics().notes_injected.inc_by(notes.len() as u64);
+                    legs.metrics().notes_injected.inc_by(notes.len() as u64);
                     quota.served().await;
                     facts.ttfb_ms =
                         i64::try_from(arrived.elapsed().as_millis()).unwrap_or(i64::MAX);
@@ -137,14 +144,16 @@ pub async fn open(
                         note_ids,
                         quota,
                         refunded_if_failed: refunded_if_failed.clone(),
+                        raw: !raw.is_empty(),
                         events: events_of(
-                            state.clone(),
+                            legs.clone(),
                             model.clone(),
                             facts,
                             Opening {
                                 start,
                                 first,
                                 counted,
+                                raw,
                                 events,
                             },
                             idle,
@@ -172,9 +181,9 @@ pub async fn open(
         }
     }
     quota.refund().await;
-    state.ledger().release(facts.reservation.take());
+    legs.ledger().release(facts.reservation.take());
     let model = chain.first().map_or("none", |m| m.name.as_str());
-    state.metrics().leg(model, "failed");
+    legs.metrics().leg(model, "failed");
     Err(match last_error {
         Some(ProviderError::RateLimited { retry_after }) => ApiError::new(
             ErrorCode::RateLimited,
@@ -216,18 +225,30 @@ fn attempt_span(model: &ModelEntry, attempt: u32) -> tracing::Span {
     )
 }
 
+/// What a model sent up to its first piece of output.
+struct FirstOutput {
+    events: EventStream,
+    first: ProviderEvent,
+    /// The provider's early count, if it sent one.
+    counted: Option<crate::providers::Usage>,
+    /// Its own events so far, when it streams them for a client of its family.
+    raw: Vec<bytes::Bytes>,
+}
+
 /// Sends the request and waits for the first event, each within the idle timeout.
 async fn first_output(
     model: &ModelEntry,
     request: crate::providers::ChatRequest,
     idle: Duration,
-) -> Result<(EventStream, ProviderEvent, Option<crate::providers::Usage>), ProviderError> {
+) -> Result<FirstOutput, ProviderError> {
     let mut events = tokio::time::timeout(idle, model.provider.stream(request))
         .await
         .map_err(|_| ProviderError::IdleTimeout)??;
     // An early count is not output: the model is decided (and a failure still falls back) by
-    // the first piece of the answer; the count goes with it.
+    // the first piece of the answer; the count goes with it. The provider's own events before
+    // it wait with it, so that nothing reaches the client of a model that fails here.
     let mut counted = None;
+    let mut raw = Vec::new();
     loop {
         match tokio::time::timeout(idle, events.next()).await {
             Err(_) => return Err(ProviderError::IdleTimeout),
@@ -238,7 +259,15 @@ async fn first_output(
             }
             Ok(Some(Err(e))) => return Err(e),
             Ok(Some(Ok(ProviderEvent::UsageSoFar(usage)))) => counted = Some(usage),
-            Ok(Some(Ok(first))) => return Ok((events, first, counted)),
+            Ok(Some(Ok(ProviderEvent::Raw(bytes)))) => raw.push(bytes),
+            Ok(Some(Ok(first))) => {
+                return Ok(FirstOutput {
+                    events,
+                    first,
+                    counted,
+                    raw,
+                });
+            }
         }
     }
 }

@@ -40,7 +40,7 @@ pub fn normalise(calls: Vec<ToolCall>, taken: &HashSet<String>) -> Vec<ToolCall>
         .collect()
 }
 
-fn valid_name(name: &str) -> String {
+pub(super) fn valid_name(name: &str) -> String {
     let name = match name.strip_prefix("functions.") {
         Some(rest) if !rest.is_empty() => rest,
         _ => name,
@@ -69,7 +69,7 @@ fn valid_arguments(arguments: String) -> String {
     serde_json::json!({ "_raw": arguments }).to_string()
 }
 
-fn unique_id(id: &str, position: usize, taken: impl Fn(&str) -> bool) -> String {
+pub(super) fn unique_id(id: &str, position: usize, taken: impl Fn(&str) -> bool) -> String {
     let base = if id.is_empty() {
         format!("call_{position}")
     } else {

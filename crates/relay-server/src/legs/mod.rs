@@ -1,0 +1,236 @@
+//! The agent leg as a service below HTTP: validation, the caller's gate, quota and budget
+//! admission, note injection, the model chain with fallback, the stream with its tool-call rules,
+//! and the hand-off to the usage ledger.
+//!
+//! Fail early, fail late in-band: everything up to the first provider output happens in
+//! `Legs::open`, so a failing model can be replaced by the next and a refusal is an error value;
+//! after that every failure is one terminal `error` event. The native endpoint and the compatible
+//! doors (`http/`) only encode what a leg yields. `Legs` holds its dependencies explicitly, so a
+//! leg can be opened and driven without HTTP (see `tests`).
+
+mod calls;
+mod inject;
+mod open;
+mod quota;
+mod raw;
+mod request;
+mod stream;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use relay_wire::ErrorCode;
+use relay_wire::agent::AgentEvent;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+pub use inject::{BLOCK_END, BLOCK_START};
+pub use open::Opened;
+pub use quota::Quota;
+pub use request::{ValidLeg, project_from, project_of, validate};
+
+use crate::accounts::Caller;
+use crate::config::{MemoryConfig, RoutingConfig};
+use crate::domain::ProjectId;
+use crate::error::{ApiError, ApiResult};
+use crate::limits::CallerLimit;
+use crate::metrics::registry::Metrics;
+use crate::providers::registry::Models;
+use crate::store::{AuthStore, MemoryStore};
+use crate::usage::Ledger;
+
+/// Request bodies of agent legs may be this large (long conversations).
+pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// What a leg yields to its encoder: Relay's event, or (for a door whose client speaks the
+/// answering provider's own API, `Opened::raw`) one of the provider's events as it sent it.
+#[derive(Debug, Clone)]
+pub enum LegEvent {
+    Wire(AgentEvent),
+    /// One server-sent event of a same-family provider, byte for byte (tool-call ids and names
+    /// already made to follow Relay's rules).
+    Raw(Bytes),
+}
+
+/// What running legs needs, each named: no handler state.
+pub struct Deps {
+    pub routing: RoutingConfig,
+    pub memory_config: MemoryConfig,
+    /// `[usage] drain_ms`: how long an abandoned stream is read on for its usage.
+    pub drain: Duration,
+    /// The monthly token budget of an account without its own; `None` in open mode.
+    pub default_token_budget: Option<i64>,
+    pub models: Models,
+    pub metrics: Arc<Metrics>,
+    pub ledger: Ledger,
+    /// Per-caller leg rate limit (`[limits] agent_*`).
+    pub rate_limit: Arc<CallerLimit>,
+    pub memory: Arc<dyn MemoryStore>,
+    /// The accounts' store; `None` in open mode.
+    pub auth: Option<Arc<dyn AuthStore>>,
+}
+
+/// The leg service; cheap to clone.
+#[derive(Clone)]
+pub struct Legs(Arc<Inner>);
+
+struct Inner {
+    deps: Deps,
+    /// Cancelled when the shutdown grace period is over: open legs end with an `error` event.
+    stop: CancellationToken,
+}
+
+impl Legs {
+    pub fn new(deps: Deps) -> Self {
+        Self(Arc::new(Inner {
+            deps,
+            stop: CancellationToken::new(),
+        }))
+    }
+
+    pub fn models(&self) -> &Models {
+        &self.0.deps.models
+    }
+    pub fn ledger(&self) -> &Ledger {
+        &self.0.deps.ledger
+    }
+    pub fn metrics(&self) -> &Metrics {
+        &self.0.deps.metrics
+    }
+    /// The monthly token budget of an account without its own; `None` in open mode.
+    pub fn default_token_budget(&self) -> Option<i64> {
+        self.0.deps.default_token_budget
+    }
+    fn deps(&self) -> &Deps {
+        &self.0.deps
+    }
+    /// Resolves once open legs must end.
+    pub fn stopping(&self) -> &CancellationToken {
+        &self.0.stop
+    }
+    /// Tells every open leg to end now.
+    pub fn stop(&self) {
+        self.0.stop.cancel();
+    }
+
+    /// What a caller of a compatible door must pass before Relay reads its body: its rate
+    /// limit, a budget not used up and (for an account) a unit of quota left. Cheap reads: the
+    /// unit itself is taken at admission, after the body is parsed and validated.
+    pub async fn gate(&self, caller: &Caller) -> ApiResult<()> {
+        self.rate_limit(caller).await?;
+        if let Caller::User(user) = caller {
+            if !user.unlimited() && user.remaining() <= 0 {
+                self.metrics().quota_refusals.inc();
+                return Err(quota::exceeded());
+            }
+            crate::usage::budget::check(
+                self.ledger().store().as_ref(),
+                self.deps().default_token_budget,
+                Some(user.id.as_str()),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Spends one cell of the caller's leg rate limit (429 with the wait when none is left).
+    pub async fn rate_limit(&self, caller: &Caller) -> ApiResult<()> {
+        self.deps().rate_limit.check(caller.user_id()).await
+    }
+
+    /// Everything before the first byte of a leg, for `/v1/agent/stream` and the compatible
+    /// endpoints alike: the model chain, the output cap and budget reservation, quota admission
+    /// beside the note lookup, then the chain until one model answers.
+    pub async fn open(
+        &self,
+        caller: &Caller,
+        request_id: String,
+        model: Option<&str>,
+        mut leg: ValidLeg,
+        arrived: Instant,
+    ) -> ApiResult<Opened> {
+        leg.key_cache(caller.user_id());
+        let models = self.models();
+        let chain = models.resolve(model).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::UnknownModel,
+                format!(
+                    "unknown model `{}`; use auto or one of: {}",
+                    model.unwrap_or_default(),
+                    models.names().join(", ")
+                ),
+            )
+        })?;
+        if chain.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::ProviderUnavailable,
+                "no model is configured for auto",
+            ));
+        }
+        // The output a call may produce: the client's own cap, within the models' caps and
+        // (below) what the account's token budget has left, which the leg reserves before it runs.
+        leg.max_tokens = min_cap(
+            leg.max_tokens,
+            chain
+                .iter()
+                .filter_map(|m| m.policy.max_output_tokens)
+                .min(),
+        );
+        let hold = crate::usage::budget::reserve(
+            self.ledger().store().as_ref(),
+            self.deps().default_token_budget,
+            match caller {
+                Caller::User(user) => Some(user.id.as_str()),
+                Caller::Local => None,
+            },
+            leg.prompt_estimate,
+            leg.max_tokens,
+        )
+        .await?;
+        if let Some(hold) = &hold {
+            leg.max_tokens = min_cap(leg.max_tokens, Some(hold.output_cap));
+        }
+        let reservation = hold.map(|h| h.reservation.id);
+        // Admission (a write) and the note lookup (reads) go to the store side by side: a leg
+        // waits for the slower of the two, not for both. A refused leg's notes are thrown away.
+        let admission = quota::Quota::admit(self, caller);
+        let admission = admission.instrument(tracing::info_span!("admission"));
+        let lookup = inject::notes(self, caller.user_id(), &leg).instrument(tracing::info_span!(
+            "note_lookup",
+            relay.project_id = leg.project_id.as_ref().map_or("", ProjectId::as_str)
+        ));
+        let (quota, injected) = tokio::join!(admission, lookup);
+        let quota = match quota {
+            Ok(quota) => quota,
+            Err(e) => {
+                self.ledger().release(reservation);
+                return Err(e);
+            }
+        };
+        open::open(
+            self.clone(),
+            caller.user_id(),
+            open::Admitted {
+                request_id,
+                reservation,
+            },
+            chain,
+            leg,
+            injected,
+            quota,
+            arrived,
+        )
+        .await
+    }
+}
+
+/// The smaller of two output caps, either of which may be absent.
+fn min_cap(a: Option<u32>, b: Option<u32>) -> Option<u32> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
