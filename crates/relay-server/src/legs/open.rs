@@ -96,7 +96,8 @@ pub async fn open(
         for attempt in 0..=retries {
             let sent = Instant::now();
             let span = attempt_span(model, attempt);
-            let tried = first_output(model, leg.to_chat(&model.upstream, block.clone()), idle)
+            let request = leg.to_chat(&model.upstream, model.provider.kind(), block.clone());
+            let tried = first_output(model, request, idle)
                 .instrument(span.clone())
                 .await;
             let outcome = match &tried {

@@ -44,14 +44,29 @@ pub struct ValidLeg {
 }
 
 impl ValidLeg {
-    /// The provider request for one model, with the notes block (if any) to place.
-    pub fn to_chat(&self, upstream: &str, notes: Option<String>) -> ChatRequest {
+    /// The provider request for one model of `kind`, with the notes block (if any) to place.
+    /// A provider of the client's own API family is sent the client's body, so the translated
+    /// conversation is not copied for it.
+    pub fn to_chat(&self, upstream: &str, kind: &str, notes: Option<String>) -> ChatRequest {
+        let same_family = self
+            .passthrough
+            .as_deref()
+            .is_some_and(|p| p.for_kind(kind).is_some());
+        let (system, messages, tools) = if same_family {
+            (None, Vec::new(), Vec::new())
+        } else {
+            (
+                self.system.clone(),
+                self.messages.clone(),
+                self.tools.clone(),
+            )
+        };
         ChatRequest {
             model: upstream.to_owned(),
-            system: self.system.clone(),
+            system,
             notes,
-            messages: self.messages.clone(),
-            tools: self.tools.clone(),
+            messages,
+            tools,
             max_tokens: self.max_tokens,
             temperature: self.temperature,
             stop: self.stop.clone(),

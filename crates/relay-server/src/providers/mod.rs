@@ -10,6 +10,7 @@ pub mod demo;
 pub mod gemini;
 pub mod openai;
 pub mod openai_responses;
+pub mod outgoing;
 pub mod passthrough;
 pub mod registry;
 pub mod sse;

@@ -8,6 +8,7 @@
 use serde_json::{Map, Value, json};
 
 use super::ChatRequest;
+pub use super::outgoing::Outgoing;
 
 pub use crate::policy::Family;
 
@@ -53,16 +54,19 @@ pub fn usage_chunk_asked(request: &ChatRequest) -> bool {
 
 /// How many `cache_control` markers a Messages body carries (tools, system, message blocks).
 pub fn breakpoints(body: &Map<String, Value>) -> usize {
+    count_breakpoints(|key| body.get(key))
+}
+
+fn count_breakpoints<'v>(get: impl Fn(&str) -> Option<&'v Value>) -> usize {
     let marked = |v: &Value| usize::from(v.get("cache_control").is_some_and(|c| !c.is_null()));
     let blocks = |v: Option<&Value>| -> usize {
         v.and_then(Value::as_array)
             .map_or(0, |items| items.iter().map(marked).sum())
     };
-    let messages = body
-        .get("messages")
+    let messages = get("messages")
         .and_then(Value::as_array)
         .map_or(0, |ms| ms.iter().map(|m| blocks(m.get("content"))).sum());
-    blocks(body.get("tools")) + blocks(body.get("system")) + messages
+    blocks(get("tools")) + blocks(get("system")) + messages
 }
 
 /// The Anthropic marker Relay adds: the default five-minute ephemeral cache.
@@ -89,8 +93,8 @@ pub fn mark_last(blocks: &mut Value) -> bool {
 /// Gives a Messages body Relay's breakpoints where the client set none: the end of the tools,
 /// the end of `system_blocks_stable` system blocks (the client's own, before the notes), and
 /// the newest message (rolling), never exceeding Anthropic's four in all.
-pub fn add_breakpoints(body: &mut Map<String, Value>, system_blocks_stable: usize) {
-    if breakpoints(body) > 0 {
+pub fn add_breakpoints(body: &mut Outgoing<'_>, system_blocks_stable: usize) {
+    if count_breakpoints(|key| body.get(key)) > 0 {
         // A client that marks its own prefix knows where it is stable.
         return;
     }
@@ -129,32 +133,36 @@ pub fn add_breakpoints(body: &mut Map<String, Value>, system_blocks_stable: usiz
 /// The Messages body for an `anthropic` provider: the client's own when it spoke Messages,
 /// else `translated` (Relay's form). Either way the notes block is a system block of its own
 /// after the client's, and a body without markers gets Relay's breakpoints.
-pub fn messages_body(request: &ChatRequest, translated: impl FnOnce() -> Value) -> Value {
+pub fn messages_body<'a>(
+    request: &'a ChatRequest,
+    translated: impl FnOnce() -> Value,
+) -> Outgoing<'a> {
     let mut body = match request
         .passthrough
         .as_deref()
         .and_then(|p| p.for_kind("anthropic"))
     {
         Some(client) => {
-            let mut body = client.clone();
-            body.insert("model".into(), Value::String(request.model.clone()));
-            body.insert("stream".into(), Value::Bool(true));
+            let mut body = Outgoing::borrowed(client);
+            body.set("model", Value::String(request.model.clone()));
+            body.set("stream", Value::Bool(true));
             if let Some(cap) = request.max_tokens {
-                crate::policy::clamp_output(&mut body, cap, "max_tokens");
+                body.clamp_output(cap, "max_tokens");
             }
             drop_unsigned_thinking(&mut body);
             body
         }
-        None => match translated() {
-            Value::Object(mut body) => {
-                body.remove("system");
-                if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
-                    body.insert("system".into(), json!([{"type": "text", "text": system}]));
-                }
-                body
+        None => {
+            let mut body = match translated() {
+                Value::Object(body) => body,
+                _ => Map::new(),
+            };
+            body.remove("system");
+            if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
+                body.insert("system".into(), json!([{"type": "text", "text": system}]));
             }
-            other => return other,
-        },
+            Outgoing::owned(body)
+        }
     };
     // System blocks (a string becomes one), then the notes after them.
     let stable = match body.remove("system") {
@@ -168,21 +176,35 @@ pub fn messages_body(request: &ChatRequest, translated: impl FnOnce() -> Value) 
         system.push(json!({"type": "text", "text": notes}));
     }
     if !system.is_empty() {
-        body.insert("system".into(), Value::Array(system));
+        body.set("system", Value::Array(system));
     }
     add_breakpoints(&mut body, stable_len);
-    Value::Object(body)
+    body
 }
 
 /// Thinking that another provider produced (on an earlier turn answered elsewhere) reaches the
-/// client unsigned; Anthropic refuses such a block, so it is not sent back.
-fn drop_unsigned_thinking(body: &mut Map<String, Value>) {
+/// client unsigned; Anthropic refuses such a block, so it is not sent back. The messages are
+/// copied only when there is such a block.
+fn drop_unsigned_thinking(body: &mut Outgoing<'_>) {
+    let unsigned =
+        |b: &Value| b["type"] == "thinking" && b["signature"].as_str().is_none_or(str::is_empty);
+    let any = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .is_some_and(|ms| {
+            ms.iter().any(|m| {
+                m.get("content")
+                    .and_then(Value::as_array)
+                    .is_some_and(|blocks| blocks.iter().any(unsigned))
+            })
+        });
+    if !any {
+        return;
+    }
     let messages = body.get_mut("messages").and_then(Value::as_array_mut);
     for m in messages.into_iter().flatten() {
         if let Some(blocks) = m.get_mut("content").and_then(Value::as_array_mut) {
-            blocks.retain(|b| {
-                b["type"] != "thinking" || b["signature"].as_str().is_some_and(|s| !s.is_empty())
-            });
+            blocks.retain(|b| !unsigned(b));
         }
     }
 }
@@ -190,22 +212,22 @@ fn drop_unsigned_thinking(body: &mut Map<String, Value>) {
 /// The Chat Completions body for an `openai` provider: the client's own when it spoke Chat
 /// Completions (usage asked for, the notes as a system message after the client's leading
 /// ones), else `translated`; `prompt_cache_key` added for OpenAI's own API where the client set none.
-pub fn chat_body(
-    request: &ChatRequest,
+pub fn chat_body<'a>(
+    request: &'a ChatRequest,
     translated: impl FnOnce() -> Value,
     base_url: &str,
-) -> Value {
+) -> Outgoing<'a> {
     let send_key = keyed(base_url);
     let Some(client) = request
         .passthrough
         .as_deref()
         .and_then(|p| p.for_kind("openai"))
     else {
-        return with_cache_key(translated(), request, send_key);
+        return with_cache_key(owned(translated()), request, send_key);
     };
-    let mut body = client.clone();
-    body.insert("model".into(), Value::String(request.model.clone()));
-    body.insert("stream".into(), Value::Bool(true));
+    let mut body = Outgoing::borrowed(client);
+    body.set("model", Value::String(request.model.clone()));
+    body.set("stream", Value::Bool(true));
     if let Some(cap) = request.max_tokens {
         // OpenAI's own API takes the newer field; compatible servers know the older one.
         let field = if send_key {
@@ -213,14 +235,16 @@ pub fn chat_body(
         } else {
             "max_tokens"
         };
-        crate::policy::clamp_output(&mut body, cap, field);
+        body.clamp_output(cap, field);
     }
-    let options = body.entry("stream_options").or_insert_with(|| json!({}));
-    if let Some(options) = options.as_object_mut() {
-        options.insert("include_usage".into(), Value::Bool(true));
-    } else {
-        *options = json!({"include_usage": true});
-    }
+    let options = match body.remove("stream_options") {
+        Some(Value::Object(mut options)) => {
+            options.insert("include_usage".into(), Value::Bool(true));
+            Value::Object(options)
+        }
+        _ => json!({"include_usage": true}),
+    };
+    body.set("stream_options", options);
     if let (Some(notes), Some(Value::Array(messages))) =
         (request.notes.as_deref(), body.get_mut("messages"))
     {
@@ -230,38 +254,45 @@ pub fn chat_body(
             .count();
         messages.insert(after, json!({"role": "system", "content": notes}));
     }
-    with_cache_key(Value::Object(body), request, send_key)
+    with_cache_key(body, request, send_key)
 }
 
 /// The Responses body for an `openai_responses` provider: the client's own when it spoke
 /// Responses (the notes appended to its `instructions`), else `translated`.
-pub fn responses_body(
-    request: &ChatRequest,
+pub fn responses_body<'a>(
+    request: &'a ChatRequest,
     translated: impl FnOnce() -> Value,
     base_url: &str,
-) -> Value {
+) -> Outgoing<'a> {
     let send_key = keyed(base_url);
     let Some(client) = request
         .passthrough
         .as_deref()
         .and_then(|p| p.for_kind("openai_responses"))
     else {
-        return with_cache_key(translated(), request, send_key);
+        return with_cache_key(owned(translated()), request, send_key);
     };
-    let mut body = client.clone();
-    body.insert("model".into(), Value::String(request.model.clone()));
-    body.insert("stream".into(), Value::Bool(true));
+    let mut body = Outgoing::borrowed(client);
+    body.set("model", Value::String(request.model.clone()));
+    body.set("stream", Value::Bool(true));
     if let Some(cap) = request.max_tokens {
-        crate::policy::clamp_output(&mut body, cap, "max_output_tokens");
+        body.clamp_output(cap, "max_output_tokens");
     }
     if let Some(notes) = request.notes.as_deref() {
         let instructions = match body.get("instructions").and_then(Value::as_str) {
             Some(s) if !s.is_empty() => format!("{s}\n\n{notes}"),
             _ => notes.to_owned(),
         };
-        body.insert("instructions".into(), Value::String(instructions));
+        body.set("instructions", Value::String(instructions));
     }
-    with_cache_key(Value::Object(body), request, send_key)
+    with_cache_key(body, request, send_key)
+}
+
+fn owned(translated: Value) -> Outgoing<'static> {
+    match translated {
+        Value::Object(body) => Outgoing::owned(body),
+        _ => Outgoing::default(),
+    }
 }
 
 /// Whether a provider gets Relay's `prompt_cache_key`: OpenAI's own API has one; compatible
@@ -270,10 +301,15 @@ fn keyed(base_url: &str) -> bool {
     base_url.contains("api.openai.com")
 }
 
-fn with_cache_key(mut body: Value, request: &ChatRequest, send_key: bool) -> Value {
-    if let (true, Some(key), Some(map)) = (send_key, &request.cache_key, body.as_object_mut()) {
-        map.entry("prompt_cache_key")
-            .or_insert_with(|| Value::String(key.clone()));
+fn with_cache_key<'a>(
+    mut body: Outgoing<'a>,
+    request: &ChatRequest,
+    send_key: bool,
+) -> Outgoing<'a> {
+    if let (true, Some(key)) = (send_key, &request.cache_key)
+        && !body.contains("prompt_cache_key")
+    {
+        body.set("prompt_cache_key", Value::String(key.clone()));
     }
     body
 }
@@ -289,14 +325,17 @@ mod tests {
 
     #[test]
     fn relay_marks_tools_system_and_newest_message_when_the_client_marked_none() {
-        let mut body = map(json!({
+        let client = map(json!({
             "tools": [{"name": "a"}, {"name": "b"}],
             "system": [{"type": "text", "text": "s"}, {"type": "text", "text": "notes"}],
             "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"},
                 {"role": "user", "content": "next"}],
         }));
+        let mut body = Outgoing::borrowed(&client);
         add_breakpoints(&mut body, 1);
-        assert_eq!(breakpoints(&body), 3);
+        let body = body.to_value();
+        let body = body.as_object().unwrap();
+        assert_eq!(breakpoints(body), 3);
         assert!(body["tools"][1]["cache_control"].is_object());
         assert!(body["system"][0]["cache_control"].is_object());
         assert!(body["system"][1].get("cache_control").is_none());
@@ -330,7 +369,7 @@ mod tests {
             client.clone(),
             Some("<project-notes>n</project-notes>"),
         );
-        let sent = responses_body(&r, || json!({"translated": true}), OPENAI);
+        let sent = responses_body(&r, || json!({"translated": true}), OPENAI).to_value();
         assert_eq!(
             sent["instructions"],
             "Be brief.\n\n<project-notes>n</project-notes>"
@@ -346,13 +385,13 @@ mod tests {
         // The client's own key wins over Relay's.
         assert_eq!(sent["prompt_cache_key"], "mine");
         // Another family's provider gets the translation, with Relay's key where it is sent.
-        let sent = chat_body(&r, || json!({"translated": true}), OPENAI);
+        let sent = chat_body(&r, || json!({"translated": true}), OPENAI).to_value();
         assert_eq!(
             sent,
             json!({"translated": true, "prompt_cache_key": "relay-k"})
         );
         assert_eq!(
-            chat_body(&r, || json!({}), "http://127.0.0.1:8080/v1"),
+            chat_body(&r, || json!({}), "http://127.0.0.1:8080/v1").to_value(),
             json!({})
         );
     }
@@ -362,7 +401,7 @@ mod tests {
         let client = json!({"model": "auto", "messages": [{"role": "system", "content": "s"},
             {"role": "developer", "content": "d"}, {"role": "user", "content": "u"}], "top_p": 0.5});
         let r = request(Family::ChatCompletions, client, Some("notes"));
-        let sent = chat_body(&r, || json!(null), OPENAI);
+        let sent = chat_body(&r, || json!(null), OPENAI).to_value();
         let roles: Vec<&str> = sent["messages"]
             .as_array()
             .unwrap()
@@ -384,7 +423,8 @@ mod tests {
                 {"type": "thinking", "thinking": "b", "signature": ""},
                 {"type": "redacted_thinking", "data": "enc"}, {"type": "text", "text": "t"}]},
             {"role": "user", "content": "next"}]});
-        let sent = messages_body(&request(Family::Messages, client, None), || json!(null));
+        let r = request(Family::Messages, client, None);
+        let sent = messages_body(&r, || json!(null)).to_value();
         let kinds: Vec<&str> = sent["messages"][1]["content"]
             .as_array()
             .unwrap()
@@ -397,12 +437,14 @@ mod tests {
 
     #[test]
     fn a_client_that_marks_its_own_prefix_keeps_it_as_it_is() {
-        let mut body = map(json!({
+        let client = map(json!({
             "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
             "messages": [{"role": "user", "content": "hi"}],
         }));
-        let before = body.clone();
+        let mut body = Outgoing::borrowed(&client);
         add_breakpoints(&mut body, 1);
-        assert_eq!(body, before);
+        assert_eq!(body.to_value(), Value::Object(client.clone()));
+        // Nothing of the client's was copied: every field is still borrowed.
+        assert_eq!(body.copied(), 0);
     }
 }

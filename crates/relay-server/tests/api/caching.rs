@@ -424,14 +424,21 @@ async fn signed_thinking_comes_back_unchanged_and_is_accepted_on_the_next_turn()
         .text()
         .await
         .unwrap();
+    // The provider's own events reach the client (issue 39): compared as JSON, in its key order.
+    let events: Vec<Value> = crate::compat::sse_events(&text)
+        .into_iter()
+        .map(|(_, d)| serde_json::from_str(&d).unwrap())
+        .collect();
     assert!(
-        text.contains(r#""content_block":{"signature":"","thinking":"","type":"thinking"}"#),
+        events.iter().any(|e| e["type"] == "content_block_start"
+            && e["content_block"] == json!({"type": "thinking", "thinking": "", "signature": ""})),
         "{text}"
     );
     assert!(
-        text.contains(&format!(
-            r#""delta":{{"signature":"{signature}","type":"signature_delta"}}"#
-        )),
+        events
+            .iter()
+            .any(|e| e["delta"]
+                == json!({"type": "signature_delta", "signature": signature.as_str()})),
         "{text}"
     );
     // A forged signature is refused by the upstream: the check is real.

@@ -37,6 +37,7 @@ mod responses_additional_tools;
 mod responses_replay;
 mod responses_same_family;
 mod responses_sdk;
+mod same_family_bytes;
 mod search;
 mod security;
 mod signin;

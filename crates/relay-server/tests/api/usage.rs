@@ -41,7 +41,7 @@ fn reply(input: u64, cached: u64, output: u64) -> Reply {
 
 impl TestApp {
     /// The caller's records once `n` are written (the ledger writes off the leg's path).
-    async fn settled_legs(&self, token: Option<&str>, n: usize) -> Vec<Value> {
+    pub(crate) async fn settled_legs(&self, token: Option<&str>, n: usize) -> Vec<Value> {
         let wait = async {
             loop {
                 let page = body(self.get("/v1/usage/legs", token).await).await;
