@@ -92,7 +92,7 @@ fn bad(message: impl Into<String>) -> ApiError {
 }
 
 /// Tool names the providers accept (OpenAI's rule is the strictest).
-fn valid_tool_name(name: &str) -> bool {
+pub fn valid_tool_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name

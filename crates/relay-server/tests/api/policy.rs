@@ -583,3 +583,36 @@ async fn an_allowed_hosted_tool_reaches_the_provider_and_its_runs_are_metered() 
             .is_none_or(|t| t.as_array().unwrap().is_empty())
     );
 }
+
+#[tokio::test]
+async fn the_responses_door_refuses_tool_names_every_other_route_refuses() {
+    let app = TestApp::open().await;
+    let call = |tools: Value| json!({"model": "auto", "input": "hi", "tools": tools});
+    let bad = [
+        (
+            json!([{"type": "function", "name": "bad name!", "parameters": {"type": "object"}}]),
+            "tools[0].name",
+        ),
+        (json!([{"type": "custom", "name": "a/b"}]), "tools[0].name"),
+        (
+            json!([{"type": "function", "name": "ok", "parameters": {"type": "object"}},
+                {"type": "namespace", "name": "my ns", "tools": [{"type": "function", "name": "x.y", "parameters": {"type": "object"}}]}]),
+            "tools[1].tools[0].name",
+        ),
+    ];
+    for (tools, field) in bad {
+        let res = app.post("/v1/responses", None, &call(tools)).await;
+        assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+        let b = body(res).await;
+        assert_eq!(b["error"]["type"], "invalid_request_error", "{b}");
+        assert!(
+            b["error"]["message"].as_str().unwrap().contains(field),
+            "{b}"
+        );
+    }
+    // The same tools with valid names are served.
+    let good = json!([{"type": "function", "name": "read_file", "parameters": {"type": "object"}},
+        {"type": "namespace", "name": "fs", "tools": [{"type": "function", "name": "list", "parameters": {"type": "object"}}]}]);
+    let res = app.post("/v1/responses", None, &call(good)).await;
+    assert_eq!(res.status(), StatusCode::OK);
+}

@@ -91,6 +91,20 @@ fn name_of<'a>(tool: &'a Value, at: &str) -> Result<&'a str, ApiError> {
         .ok_or_else(|| bad(&format!("{at}.name"), "a name is required"))
 }
 
+/// The name a tool is offered under keeps the rule every route holds tool names to (a native
+/// leg's, Chat's and Messages': `[A-Za-z0-9_-]{1,64}`), so no door forwards one a provider or the
+/// next leg would refuse (issue 38).
+fn checked(name: String, at: &str) -> Result<String, ApiError> {
+    if crate::legs::valid_tool_name(&name) {
+        Ok(name)
+    } else {
+        Err(bad(
+            &format!("{at}.name"),
+            "must be 1 to 64 letters, digits, '_' or '-' (a namespace's tools: with the namespace and `__`)",
+        ))
+    }
+}
+
 /// The client's tools as functions, and the table that maps calls back.
 pub fn offer(tools: &[Value]) -> Result<(Vec<ToolDef>, Names), ApiError> {
     let mut defs = Vec::new();
@@ -100,12 +114,12 @@ pub fn offer(tools: &[Value]) -> Result<(Vec<ToolDef>, Names), ApiError> {
         match tool["type"].as_str() {
             Some("function") => {
                 let name = name_of(tool, &at)?;
-                defs.push(function(tool, name.to_owned(), &at)?);
+                defs.push(function(tool, checked(name.to_owned(), &at)?, &at)?);
                 names.0.insert(name.to_owned(), Origin::Function);
             }
             Some("custom") => {
                 let name = name_of(tool, &at)?;
-                defs.push(custom(tool, name.to_owned()));
+                defs.push(custom(tool, checked(name.to_owned(), &at)?));
                 names.0.insert(name.to_owned(), Origin::Custom);
             }
             Some("namespace") => {
@@ -114,7 +128,7 @@ pub fn offer(tools: &[Value]) -> Result<(Vec<ToolDef>, Names), ApiError> {
                 for (j, sub) in inner.iter().enumerate() {
                     let at = format!("{at}.tools[{j}]");
                     let name = name_of(sub, &at)?;
-                    let flat = Names::flat(Some(namespace), name);
+                    let flat = checked(Names::flat(Some(namespace), name), &at)?;
                     let is_custom = sub["type"] == "custom";
                     if is_custom {
                         defs.push(custom(sub, flat.clone()));
