@@ -93,7 +93,7 @@ impl Door for Responses {
         (status = 400, description = "`invalid_request_error` naming the field, also for what the pass-through policy refuses (`n` above 1, a tier, billed extras or a provider-run tool the model does not allow, provider-side state): `previous_response_id` too (Relay keeps no responses)", body = super::openai::OpenAiErrorBody),
         (status = 408, description = "The body did not arrive within `[server] body_timeout_ms`", body = super::openai::OpenAiErrorBody),
         (status = 401, description = "`authentication_error`", body = super::openai::OpenAiErrorBody),
-        (status = 403, description = "`permission_error` with code `quota_exceeded`", body = super::openai::OpenAiErrorBody),
+        (status = 403, description = "`permission_error` with code `quota_exceeded` or `budget_exceeded`", body = super::openai::OpenAiErrorBody),
         (status = 429, description = "`rate_limit_error`; see Retry-After", body = super::openai::OpenAiErrorBody),
         (status = 502, description = "Every model failed before answering", body = super::openai::OpenAiErrorBody),
         (status = 503, description = "No provider could be reached", body = super::openai::OpenAiErrorBody),
