@@ -69,7 +69,11 @@ describe("console for admins and the ledger", () => {
     assert.equal((await relay.api("PATCH", "/v1/admin/users/acct@example.com", root, { token_budget: 5000 })).status, 200);
     const token = (await relay.api("POST", "/v1/auth/signin", null, { email: "acct@example.com", password: PASSWORD })).body.token;
     await leg(relay, token);
-    const me = (await relay.api("GET", "/v1/me", token)).body;
+    // The ledger counts the leg's tokens off its path, within a flush.
+    const me = await until("the month's tokens", async () => {
+      const body = (await relay.api("GET", "/v1/me", token)).body;
+      return body.tokens_used > 0 && body;
+    });
     const { page, context, problems } = await openPage(browser, relay.base);
     await signIn(page, relay.base, "acct@example.com");
     await until("the tokens", async () => (await page.locator("#acct-tokens-used").textContent()) === me.tokens_used.toLocaleString("en-US"));

@@ -123,7 +123,7 @@ describe("agents' sign-in pages", () => {
     await page.getByRole("button", { name: "Create key" }).click();
     await until("the new key", () => page.locator("#key-new").isVisible());
     const key = await page.locator("#key-value").textContent();
-    assert.match(key, /^rly_/);
+    assert.match(key, /^rlk_/);
     await page.getByRole("button", { name: "Copy" }).click();
     await until("Copied", async () => (await page.getByRole("button", { name: "Copied" }).count()) === 1);
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), key);
