@@ -130,29 +130,18 @@ pub fn add_guard_responses(doc: &mut OpenApi) {
     }
 }
 
-/// Makes each operation's summary plain text. Redoc shows a summary as the operation's title and in
-/// the menu without rendering its markdown, so `code` would keep its backticks there; the summary's
-/// markdown moves to the top of the description (where Redoc renders it) and the title keeps
-/// the words alone, on one line.
+/// Makes each operation's summary plain text on one line. Redoc shows a summary as the operation's
+/// title and in the menu without rendering its markdown, so `code` would keep its backticks there
+/// and a wrapped doc comment its line break.
 pub fn plain_summaries(doc: &mut OpenApi) {
     for op in operations_mut(doc) {
-        let Some(summary) = op.summary.as_ref() else {
-            continue;
-        };
-        if !summary.contains('`') && !summary.contains('\n') {
-            continue;
+        if let Some(summary) = op.summary.as_mut() {
+            *summary = summary
+                .replace('`', "")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
         }
-        let plain = summary
-            .replace('`', "")
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        let markdown = summary.replace('\n', " ");
-        op.description = Some(match op.description.take() {
-            Some(d) if !d.is_empty() => format!("{markdown}\n\n{d}"),
-            _ => markdown,
-        });
-        op.summary = Some(plain);
     }
 }
 
