@@ -12,8 +12,8 @@ const noteTexts = (page) => page.locator("#note-list .note-text").allTextContent
 
 async function signIn(page, base, email, password = PASSWORD) {
   await page.goto(`${base}/console`);
-  await page.getByLabel("Email").fill(email);
-  await page.getByLabel("Password").fill(password);
+  await page.getByLabel("Email", { exact: true }).fill(email);
+  await page.getByLabel("Password", { exact: true }).fill(password);
   await page.getByRole("button", { name: "Sign in" }).click();
 }
 
@@ -57,15 +57,15 @@ describe("console with accounts", () => {
       await fitsWidth(page, width);
 
       // The project filter, then the search box filtering as you type.
-      await page.getByLabel("Project").fill("p2");
-      await page.getByLabel("Project").dispatchEvent("change");
+      await page.locator("#project").fill("p2");
+      await page.locator("#project").dispatchEvent("change");
       await until("the p2 filter", async () => (await noteTexts(page)).join() === "deploy with the blue button");
-      await page.getByLabel("Project").fill("");
-      await page.getByLabel("Project").dispatchEvent("change");
+      await page.locator("#project").fill("");
+      await page.locator("#project").dispatchEvent("change");
       await until("all projects again", async () => (await noteTexts(page)).length === 3);
-      await page.getByLabel("Search").pressSequentially("pnp");
+      await page.locator("#search").pressSequentially("pnp");
       await until("the search result", async () => (await noteTexts(page)).join() === "use pnpm, not npm");
-      await page.getByLabel("Search").fill("");
+      await page.locator("#search").fill("");
       await until("the cleared search", async () => (await noteTexts(page)).length === 3);
 
       // Edit one note and save it.
@@ -131,7 +131,7 @@ describe("console with accounts", () => {
     await page.getByRole("button", { name: "Users" }).click();
     const row = page.locator("#user-list .user", { hasText: "bob@example.com" });
     await until("bob's row", () => row.isVisible());
-    await row.getByLabel("Limit").fill("7");
+    await row.getByLabel("Limit (units").fill("7");
     await row.getByRole("button", { name: "Save" }).click();
     await until("bob's new limit", async () => (await relay.api("GET", "/v1/me", bob)).body.limit === 7);
     assert.equal((await relay.api("GET", "/v1/me", bob)).body.remaining, 7);
@@ -193,7 +193,7 @@ describe("console in open mode", () => {
     const { page, context, problems } = await openPage(browser, relay.base, { width: 375, height: 800 });
     await page.goto(`${relay.base}/console`);
     await until("the local account", async () => (await page.locator("#acct-role").textContent()) === "local");
-    assert.equal(await page.getByLabel("Password").isVisible(), false);
+    assert.equal(await page.getByLabel("Password", { exact: true }).isVisible(), false);
     assert.equal(await page.getByRole("button", { name: "Sign in" }).isVisible(), false);
     assert.equal(await page.getByRole("button", { name: "Sign out" }).isVisible(), false);
     assert.equal(await page.locator("#acct-limit").textContent(), "unlimited");

@@ -35,6 +35,12 @@ test("the reference page shows every operation, grouped by area, with examples",
   const text = await page.locator("#redoc").innerText();
   assert.ok(!text.includes("`signup_closed`"), "literal backticks left in the page");
   assert.ok(await page.locator("code", { hasText: "signup_closed" }).count() > 0);
+  // Titles and the menu show plain words: Redoc does not render markdown there.
+  const titles = await page.locator("#redoc h2").allInnerTexts();
+  assert.deepEqual(titles.filter((t) => t.includes("`")), [], "titles with literal backticks");
+  assert.ok(titles.includes("Every account's usage; group_by=user keys rows by email. Admins only."), "a title from a summary with code");
+  const menu = await page.locator("#redoc .menu-content").innerText();
+  assert.ok(!menu.includes("`"), "menu entries with literal backticks");
   // A request sample (a curl line; with a body, also the payload example) and response samples
   // for every operation. Redoc draws only the selected tab:
   // the curl line when it comes first, else the payload.

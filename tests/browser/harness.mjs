@@ -2,7 +2,7 @@
 // Chromium through playwright-core, and record anything that must fail a test (a console error,
 // an uncaught exception, a request to another host).
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -105,4 +105,80 @@ export async function until(what, check, ms = 10_000) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (last: ${last})`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/// Where screenshots go: `$SCREENSHOTS`, else `target/browser-screenshots` of the repository.
+export const SCREENSHOTS = process.env.SCREENSHOTS || new URL("../../target/browser-screenshots", import.meta.url).pathname;
+
+/// Takes a full-page screenshot (kept for a person to look at) and measures the page's laid-out
+/// boxes: every visible text or control must sit inside the window's width, no two of them may
+/// overlap, no text may be cut off by its own box, and no word may stand one letter per line.
+/// Returns the problems found, each naming the elements; `[]` when the layout is sound.
+export async function layoutProblems(page, name) {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  return page.evaluate(() => {
+    const problems = [];
+    const width = document.documentElement.clientWidth;
+    const describe = (e) => {
+      const id = e.id ? `#${e.id}` : "";
+      const cls = e.classList.length ? "." + [...e.classList].join(".") : "";
+      const text = (e.textContent || e.value || "").trim().replace(/\s+/g, " ").slice(0, 30);
+      return `${e.tagName.toLowerCase()}${id}${cls} "${text}"`;
+    };
+    const visible = (e) => {
+      const r = e.getBoundingClientRect();
+      if (r.width < 1 || r.height < 1) return false;
+      const s = getComputedStyle(e);
+      return s.visibility !== "hidden" && s.display !== "none" && Number(s.opacity) > 0;
+    };
+    // The boxes a reader sees: elements with text of their own, and controls.
+    const leaves = [...document.querySelectorAll("body *")].filter((e) => {
+      if (e.closest("dialog:not([open]), [hidden], script, style, datalist, option, title, svg *")) return false;
+      if (!visible(e)) return false;
+      if (["INPUT", "SELECT", "TEXTAREA", "BUTTON", "svg", "IMG"].includes(e.tagName)) return true;
+      return [...e.childNodes].some((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim());
+    });
+    for (const e of leaves) {
+      const r = e.getBoundingClientRect();
+      if (r.left < -0.5 || r.right > width + 0.5) problems.push(`outside the window (${Math.round(r.left)}..${Math.round(r.right)} of ${width}px): ${describe(e)}`);
+      // Text cut off by its own box (overflow hidden or clip), not by a scroll container.
+      const s = getComputedStyle(e);
+      if (s.overflowX !== "visible" && !["INPUT", "SELECT", "TEXTAREA"].includes(e.tagName) && e.scrollWidth > e.clientWidth + 1) {
+        problems.push(`text cut off (${e.scrollWidth}px in ${e.clientWidth}px): ${describe(e)}`);
+      }
+      // One letter per line: a text of several letters broken into nearly as many lines.
+      for (const n of e.childNodes) {
+        const text = n.nodeType === Node.TEXT_NODE ? n.textContent.trim() : "";
+        if (text.length < 4) continue;
+        const range = document.createRange();
+        range.selectNodeContents(n);
+        const lines = new Set([...range.getClientRects()].filter((q) => q.width > 0).map((q) => Math.round(q.top))).size;
+        if (lines > 1 && text.length / lines < 3) problems.push(`${lines} lines for ${text.length} letters: ${describe(e)}`);
+      }
+    }
+    for (let i = 0; i < leaves.length; i += 1) {
+      for (let j = i + 1; j < leaves.length; j += 1) {
+        const [a, b] = [leaves[i], leaves[j]];
+        if (a.contains(b) || b.contains(a)) continue;
+        // Per line box, so that two words of one paragraph are not taken for overlapping.
+        for (const p of a.getClientRects()) {
+          for (const q of b.getClientRects()) {
+            const w = Math.min(p.right, q.right) - Math.max(p.left, q.left);
+            const h = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
+            if (w > 1 && h > 1) problems.push(`overlap ${Math.round(w)}x${Math.round(h)}px: ${describe(a)} and ${describe(b)}`);
+          }
+        }
+      }
+    }
+    return problems;
+  });
+}
+
+/// The horizontal centre of an element against the window's, in pixels (0 when centred).
+export async function offCentre(page, selector) {
+  return page.evaluate((sel) => {
+    const r = document.querySelector(sel).getBoundingClientRect();
+    return Math.abs((r.left + r.right) / 2 - document.documentElement.clientWidth / 2);
+  }, selector);
 }

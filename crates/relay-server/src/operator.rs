@@ -116,22 +116,16 @@ impl Users {
             auth_config.argon2_memory_kib,
             auth_config.argon2_iterations,
         )?;
-        let password_hash = passwords
-            .hash(password.expose())
-            .await
-            .map_err(|e| OperatorError::Invalid(e.message.into_owned()))?;
-        let new = NewUser {
-            id: crate::accounts::new_user_id(),
-            email: email.clone(),
-            password_hash,
+        let limit = limit.unwrap_or(auth_config.default_limit);
+        create_account(
+            self.auth()?.as_ref(),
+            &passwords,
+            email,
+            &password,
             role,
-            limit: limit.unwrap_or(auth_config.default_limit),
-            created_at: crate::clock::now(),
-        };
-        match self.auth()?.create_user(new).await {
-            Err(StoreError::Conflict(_)) => Err(OperatorError::Exists(email.to_string())),
-            other => Ok(other?),
-        }
+            limit,
+        )
+        .await
     }
 
     pub async fn list(&self) -> Result<Vec<User>, OperatorError> {
@@ -171,6 +165,34 @@ impl Users {
             email,
         )
         .await
+    }
+}
+
+/// Creates an account from checked parts: the one code path of `relay users add` and
+/// `POST /v1/admin/users`.
+pub async fn create_account(
+    auth: &dyn AuthStore,
+    passwords: &crate::accounts::Passwords,
+    email: Email,
+    password: &Password,
+    role: Role,
+    limit: i64,
+) -> Result<User, OperatorError> {
+    let password_hash = passwords
+        .hash(password.expose())
+        .await
+        .map_err(|e| OperatorError::Invalid(e.message.into_owned()))?;
+    let new = NewUser {
+        id: crate::accounts::new_user_id(),
+        email: email.clone(),
+        password_hash,
+        role,
+        limit,
+        created_at: crate::clock::now(),
+    };
+    match auth.create_user(new).await {
+        Err(StoreError::Conflict(_)) => Err(OperatorError::Exists(email.to_string())),
+        other => Ok(other?),
     }
 }
 
@@ -272,7 +294,7 @@ pub async fn set_token_budget(
 }
 
 /// The message speaks of `limit`, the word of both the API's field and the CLI's `--limit`.
-fn check_limit(limit: Option<i64>) -> Result<Option<i64>, OperatorError> {
+pub fn check_limit(limit: Option<i64>) -> Result<Option<i64>, OperatorError> {
     match limit {
         Some(n) if n < -1 => Err(OperatorError::Invalid(format!(
             "limit must be -1 (unlimited) or a count, not {n}"

@@ -32,6 +32,9 @@ pub struct UserListQuery {
     /// Default 0; negative is 400.
     #[serde(default)]
     pub offset: Option<i64>,
+    /// Only accounts whose email contains this text (any case); `total` counts the matches.
+    #[serde(default)]
+    pub q: Option<String>,
 }
 
 /// `GET /v1/admin/users`: oldest account first.
@@ -58,6 +61,28 @@ pub struct UserPatch {
     #[serde(default)]
     pub reset_usage: Option<bool>,
     /// Input plus output tokens per calendar month (UTC), or `-1` for unlimited.
+    #[serde(default)]
+    #[schema(minimum = -1)]
+    pub token_budget: Option<i64>,
+}
+
+/// `POST /v1/admin/users`: a new account, as `relay users add` makes one.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"email": "bob@example.com", "password": "correct horse battery", "role": "user", "limit": 500, "token_budget": 2_000_000}))]
+pub struct NewAccount {
+    pub email: String,
+    /// 8 to 256 characters: the account's first password, to hand to its owner.
+    pub password: String,
+    /// `user` (default) or `admin`.
+    #[serde(default)]
+    pub role: Option<String>,
+    /// A count, or `-1` for unlimited; default `[auth] default_limit`.
+    #[serde(default)]
+    #[schema(minimum = -1)]
+    pub limit: Option<i64>,
+    /// Input plus output tokens per calendar month (UTC), or `-1` for unlimited; default
+    /// `[auth] default_token_budget`.
     #[serde(default)]
     #[schema(minimum = -1)]
     pub token_budget: Option<i64>,

@@ -1,4 +1,5 @@
-// The Relay console: account, notes and (for admins) users, over the public JSON API.
+// The Relay console: account, notes, usage, requests, API keys and (for admins) users and agent
+// settings, over the public JSON API.
 // The token lives in sessionStorage and goes out as a Bearer header: no cookies, so a foreign
 // page cannot make the browser act for the user. No framework and no build step: the file the
 // binary embeds is the file that runs.
@@ -7,7 +8,7 @@
 const TOKEN_KEY = "relay.token";
 const NOTES_PAGE = 50;
 const LIST_MAX = 200; // the list endpoint's own maximum
-const USERS_PAGE = 50;
+const TABS = ["notes", "usage", "requests", "keys", "users", "settings"];
 
 const $ = (id) => document.getElementById(id);
 const openMode = document.body.dataset.mode === "open";
@@ -70,6 +71,13 @@ function el(tag, props, ...children) {
   return node;
 }
 
+/// A table cell that carries its column's name, which the narrow layout shows above the value.
+function cell(tag, label, text, props) {
+  const c = el(tag, { textContent: text, ...(props || {}) });
+  c.dataset.label = label;
+  return c;
+}
+
 function confirmDialog(text, okLabel) {
   return new Promise((resolve) => {
     const dialog = $("confirm");
@@ -122,6 +130,21 @@ async function signOut() {
 
 function quota(n) { return n < 0 ? "unlimited" : String(n); }
 
+/// A reset time (Unix seconds or an ISO string) as `2026-12-01 00:00 UTC`.
+function when(t) {
+  const d = new Date(typeof t === "number" ? t * 1000 : t);
+  return Number.isNaN(d.getTime()) ? String(t) : d.toISOString().slice(0, 16).replace("T", " ") + " UTC";
+}
+
+/// The start of the next calendar month (UTC), when budgets counted per month start again.
+function nextMonth() {
+  const now = new Date();
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString();
+}
+
+const has = (o, key) => Object.prototype.hasOwnProperty.call(o, key);
+const dollars = (n) => "$" + Number(n).toFixed(2);
+
 async function loadAccount() {
   const me = await api("GET", "/v1/me");
   state.me = me;
@@ -130,8 +153,27 @@ async function loadAccount() {
   $("acct-used").textContent = String(me.used);
   $("acct-limit").textContent = quota(me.limit);
   $("acct-remaining").textContent = quota(me.remaining);
+  // Units count per month or over the account's life, as the server says; older servers say nothing.
+  const unitsPeriod = has(me, "quota_resets_at");
+  $("acct-units-reset-box").hidden = !unitsPeriod;
+  $("acct-units-period").textContent = unitsPeriod ? (me.quota_resets_at === null ? "over the account's life" : "this month (UTC)") : "";
+  if (unitsPeriod) $("acct-units-reset").textContent = me.quota_resets_at === null ? "never" : when(me.quota_resets_at);
+  $("acct-tokens-used").textContent = Number(me.tokens_used || 0).toLocaleString("en-US");
+  $("acct-tokens-budget").textContent = me.token_budget < 0 ? "unlimited" : Number(me.token_budget).toLocaleString("en-US");
+  $("acct-tokens-remaining").textContent = me.tokens_remaining < 0 ? "unlimited" : Number(me.tokens_remaining).toLocaleString("en-US");
+  $("acct-tokens-reset").textContent = when(me.tokens_resets_at || me.budget_resets_at || nextMonth());
+  const spend = has(me, "spend_budget_usd");
+  $("acct-spend-box").hidden = !spend;
+  if (spend) {
+    const left = me.spend_budget_usd < 0 ? -1 : Math.max(0, me.spend_budget_usd - (me.spend_used_usd || 0));
+    $("acct-spend-used").textContent = dollars(me.spend_used_usd || 0);
+    $("acct-spend-budget").textContent = me.spend_budget_usd < 0 ? "unlimited" : dollars(me.spend_budget_usd);
+    $("acct-spend-remaining").textContent = left < 0 ? "unlimited" : dollars(left);
+    $("acct-spend-reset").textContent = when(me.spend_resets_at || nextMonth());
+  }
   $("who").textContent = me.auth ? me.email : "local";
   $("tab-users").hidden = me.role !== "admin";
+  $("tab-settings").hidden = me.role !== "admin";
   $("tab-keys").hidden = !me.auth;
   return me;
 }
@@ -182,14 +224,39 @@ function renderNotes(items, query) {
   $("notes-summary").textContent = state.notesTotal === 0
     ? (query ? "No note matches the search." : "No notes yet.")
     : `${state.notesTotal} note${state.notesTotal === 1 ? "" : "s"}${query ? " match" : ""}, newest first`;
+  $("notes-empty").hidden = state.notesTotal !== 0 || Boolean(query);
   $("notes-page").textContent = `Page ${state.notesPage + 1} of ${pages}`;
   $("notes-prev").disabled = state.notesPage === 0;
   $("notes-next").disabled = state.notesPage + 1 >= pages;
+  knowProjects(items.map((n) => n.project_id));
+}
+
+/// Offers these projects in the Project lists (the filter's and the new note's).
+function knowProjects(ids) {
   const projects = $("projects");
   const known = new Set([...projects.options].map((o) => o.value));
-  for (const n of items) {
-    if (!known.has(n.project_id)) { projects.append(el("option", { value: n.project_id })); known.add(n.project_id); }
+  for (const id of ids) {
+    if (id && !known.has(id)) { projects.append(el("option", { value: id })); known.add(id); }
   }
+  if (!$("new-project").value && projects.options.length) $("new-project").value = projects.options[0].value;
+}
+
+/// The caller's projects as the ledger knows them (the projects its agents worked in), beside
+/// those of the notes on screen.
+async function loadProjects() {
+  const report = await api("GET", "/v1/usage?group_by=project");
+  knowProjects(report.rows.map((r) => r.key));
+}
+
+async function addNote() {
+  const form = $("add-note");
+  if (!form.reportValidity()) return;
+  const project = $("new-project").value.trim();
+  await api("POST", "/v1/memory/remember", { project_id: project, note: $("new-note").value });
+  $("new-note").value = "";
+  knowProjects([project]);
+  state.notesPage = 0;
+  await refreshNotes();
 }
 
 function noteItem(n) {
@@ -240,53 +307,6 @@ async function deleteAll() {
   });
 }
 
-// ---- users (admins)
-
-async function loadUsers() {
-  const page = await api("GET", `/v1/admin/users?limit=${USERS_PAGE}&offset=${state.usersPage * USERS_PAGE}`);
-  state.usersTotal = page.total;
-  $("user-list").replaceChildren(...page.items.map(userItem));
-  const pages = Math.max(1, Math.ceil(page.total / USERS_PAGE));
-  $("users-summary").textContent = `${page.total} account${page.total === 1 ? "" : "s"}`;
-  $("users-page").textContent = `Page ${state.usersPage + 1} of ${pages}`;
-  $("users-prev").disabled = state.usersPage === 0;
-  $("users-next").disabled = state.usersPage + 1 >= pages;
-}
-
-function userItem(u) {
-  const path = "/v1/admin/users/" + encodeURIComponent(u.email);
-  const role = el("select", {}, el("option", { value: "user", textContent: "user" }), el("option", { value: "admin", textContent: "admin" }));
-  role.value = u.role;
-  const limit = el("input", { type: "number", min: -1, step: 1, value: String(u.limit) });
-  const save = el("button", { type: "button", className: "primary", textContent: "Save" });
-  const reset = el("button", { type: "button", textContent: "Reset usage" });
-  const del = el("button", { type: "button", className: "danger", textContent: "Delete" });
-  const fields = el("div", { className: "user-fields" },
-    el("label", {}, "Role", role),
-    el("label", {}, "Limit (-1 is unlimited)", limit),
-    el("div", { className: "muted user-used", textContent: "Used " + u.used }),
-    el("div", { className: "muted", textContent: "Remaining " + quota(u.remaining) }));
-  const li = el("li", { className: "user" },
-    el("strong", { className: "user-email", textContent: u.email }),
-    fields, el("div", { className: "row" }, save, reset, del));
-  li.dataset.email = u.email;
-  save.addEventListener("click", () => act(async () => {
-    const change = { role: role.value };
-    if (role.value !== "admin") change.limit = Number(limit.value);
-    await api("PATCH", path, change);
-    await Promise.all([loadUsers(), loadAccount()]);
-  }));
-  reset.addEventListener("click", () => act(async () => {
-    await api("PATCH", path, { reset_usage: true });
-    await Promise.all([loadUsers(), loadAccount()]);
-  }));
-  del.addEventListener("click", async () => {
-    const ok = await confirmDialog(`Delete the account ${u.email} and every note it stored? This cannot be undone.`, "Delete account");
-    if (ok) await act(async () => { await api("DELETE", path); await loadUsers(); });
-  });
-  return li;
-}
-
 // ---- wiring
 
 async function act(fn) {
@@ -295,13 +315,13 @@ async function act(fn) {
 }
 
 function showTab(name) {
-  for (const tab of ["notes", "usage", "keys", "users"]) {
+  for (const tab of TABS) {
     $(tab).hidden = name !== tab;
     $("tab-" + tab).setAttribute("aria-pressed", String(name === tab));
   }
-  // `loadUsage` is usage.js's, `loadKeys` keys.js's.
-  if (name === "keys") return loadKeys();
-  return name === "users" ? loadUsers() : name === "usage" ? loadUsage() : loadNotes();
+  // Each view's loader lives in its own file: usage.js, requests.js, keys.js, admin.js.
+  const load = { usage: loadUsage, requests: loadRequests, keys: loadKeys, users: loadUsers, settings: loadSettings };
+  return (load[name] || loadNotes)();
 }
 
 async function start() {
@@ -312,6 +332,7 @@ async function start() {
   state.notesPage = 0;
   state.allNotes = null;
   await showTab("notes");
+  await loadProjects();
 }
 
 let searchTimer = 0;
@@ -325,6 +346,9 @@ document.addEventListener("DOMContentLoaded", () => {
   $("tab-users").addEventListener("click", () => act(() => { state.usersPage = 0; return showTab("users"); }));
   $("tab-usage").addEventListener("click", () => act(() => showTab("usage")));
   $("tab-keys").addEventListener("click", () => act(() => showTab("keys")));
+  $("tab-requests").addEventListener("click", () => act(() => { restartRequests(); return showTab("requests"); }));
+  $("tab-settings").addEventListener("click", () => act(() => showTab("settings")));
+  $("add-note").addEventListener("submit", (e) => { e.preventDefault(); act(addNote); });
   $("search").addEventListener("input", () => {
     clearTimeout(searchTimer);
     searchTimer = setTimeout(() => { state.notesPage = 0; act(loadNotes); }, 150);
@@ -332,8 +356,6 @@ document.addEventListener("DOMContentLoaded", () => {
   $("project").addEventListener("change", () => { state.notesPage = 0; act(refreshNotes); });
   $("notes-prev").addEventListener("click", () => { state.notesPage -= 1; act(loadNotes); });
   $("notes-next").addEventListener("click", () => { state.notesPage += 1; act(loadNotes); });
-  $("users-prev").addEventListener("click", () => { state.usersPage -= 1; act(loadUsers); });
-  $("users-next").addEventListener("click", () => { state.usersPage += 1; act(loadUsers); });
   $("delete-all").addEventListener("click", deleteAll);
   // Open mode has no accounts: the console opens as `local` without a form. Otherwise a token
   // kept in this tab's sessionStorage resumes the session; without one, the form.

@@ -1,6 +1,7 @@
 // The console's Usage view: tokens per UTC day for the last 30 days (uncached input, cached input,
 // output), drawn here as inline SVG (no library, nothing from another host), the totals and cost,
-// a table per model and, for admins, per user. Uses `api`, `el`, `$` and `state` of console.js.
+// a table per model and, for admins, every account's per user (labelled as such, below the
+// caller's own). Uses `api`, `el`, `cell`, `$` and `state` of console.js.
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -79,10 +80,10 @@ function drawChart(report, now) {
 function fillTable(body, rows) {
   body.replaceChildren(...rows.map((r) => el("tr", {},
     el("th", { scope: "row", textContent: r.key === null ? "(no project)" : r.key }),
-    el("td", { textContent: count(r.legs) }),
-    el("td", { textContent: count(r.input_tokens) }),
-    el("td", { textContent: count(r.cached_input_tokens) }),
-    el("td", { textContent: count(r.output_tokens) }),
-    el("td", { textContent: usd(r.cost_usd) }))));
+    cell("td", "Legs", count(r.legs)),
+    cell("td", "Input", count(r.input_tokens)),
+    cell("td", "Cached", count(r.cached_input_tokens)),
+    cell("td", "Output", count(r.output_tokens)),
+    cell("td", "Cost", usd(r.cost_usd)))));
   if (rows.length === 0) body.append(el("tr", {}, el("td", { colSpan: 6, className: "muted", textContent: "No legs in the last 30 days." })));
 }

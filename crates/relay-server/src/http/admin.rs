@@ -19,6 +19,8 @@ use crate::http::state::AppState;
 use crate::operator::{self, OperatorError};
 use crate::store::{AuthStore, User};
 
+pub mod create;
+
 /// `limit` of the listing when none is given, and the most it returns.
 const LIST_DEFAULT: i64 = 50;
 const LIST_MAX: i64 = 200;
@@ -44,7 +46,10 @@ impl From<OperatorError> for ApiError {
             OperatorError::NoSuchUser(_) | OperatorError::NoAuth => {
                 ApiError::not_found("no account with this email")
             }
-            OperatorError::Exists(_) => ApiError::internal("unexpected conflict"),
+            OperatorError::Exists(_) => ApiError::new(
+                ErrorCode::EmailTaken,
+                "an account with this email already exists",
+            ),
             e @ OperatorError::LastAdmin(_) => ApiError::new(ErrorCode::LastAdmin, e.to_string()),
             OperatorError::Store(e) => e.into(),
             OperatorError::Other(e) => ApiError::internal(e),
@@ -53,7 +58,7 @@ impl From<OperatorError> for ApiError {
 }
 
 /// The auth store when the caller is an admin; `None` in open mode (no accounts); 403 otherwise.
-fn admin_store(
+pub(crate) fn admin_store(
     state: &AppState,
     caller: &Caller,
 ) -> ApiResult<Option<std::sync::Arc<dyn AuthStore>>> {
@@ -67,7 +72,7 @@ fn admin_store(
     }
 }
 
-/// A page of accounts, oldest first (admins only).
+/// A page of accounts, oldest first, optionally those whose email contains `q` (admins only).
 #[utoipa::path(get, path = "/v1/admin/users", tag = "accounts",
     security(("bearer" = [])),
     params(UserListQuery),
@@ -96,12 +101,11 @@ pub async fn list_users(
             items: Vec::new(),
         }));
     };
-    let (total, users) = auth
-        .list_users_page(
-            u32::try_from(limit.min(LIST_MAX)).unwrap_or(0),
-            offset.unsigned_abs(),
-        )
-        .await?;
+    let limit = u32::try_from(limit.min(LIST_MAX)).unwrap_or(0);
+    let (total, users) = match query.q.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
+        None => auth.list_users_page(limit, offset.unsigned_abs()).await?,
+        Some(q) => create::search(auth.as_ref(), q, limit, offset.unsigned_abs()).await?,
+    };
     Ok(axum::Json(UserList {
         total,
         items: users.into_iter().map(AdminUser::from).collect(),

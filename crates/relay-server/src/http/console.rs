@@ -55,6 +55,11 @@ const ASSETS: &[Asset] = &[
         include_bytes!("../../assets/console/console.js"),
     ),
     Asset::script("usage.js", include_bytes!("../../assets/console/usage.js")),
+    Asset::script(
+        "requests.js",
+        include_bytes!("../../assets/console/requests.js"),
+    ),
+    Asset::script("admin.js", include_bytes!("../../assets/console/admin.js")),
     Asset::script("keys.js", include_bytes!("../../assets/console/keys.js")),
     Asset::script(
         "device.js",
@@ -98,7 +103,7 @@ pub fn serve_asset(assets: &'static [Asset], name: &str, csp: &'static str) -> R
 
 /// The console page.
 #[utoipa::path(get, path = "/console", tag = "operations",
-    responses((status = 200, description = "The web console: account, quota, notes, and for admins the users. \
+    responses((status = 200, description = "The web console: account, quota, budgets, notes, usage, requests and API keys, and for admins the users and agent settings. \
         Served with `Content-Security-Policy: default-src 'self'`.", content_type = "text/html", body = String)))]
 pub async fn get_console(State(state): State<AppState>) -> Response {
     let (mode, signup) = match &state.config().auth {
@@ -114,7 +119,7 @@ pub async fn get_console(State(state): State<AppState>) -> Response {
 
 /// The console's script, stylesheet and icon.
 #[utoipa::path(get, path = "/console/{file}", tag = "operations",
-    params(("file" = String, Path, description = "`console.js`, `usage.js`, `keys.js`, `device.js`, `console.css` or `favicon.svg`", example = "console.js")),
+    params(("file" = String, Path, description = "`console.js`, `usage.js`, `requests.js`, `keys.js`, `admin.js`, `device.js`, `console.css` or `favicon.svg`", example = "console.js")),
     responses(
         (status = 200, description = "The embedded file", content_type = "text/javascript", body = String),
         (status = 404, description = "`not_found`: no such file", body = relay_wire::ErrorBody),

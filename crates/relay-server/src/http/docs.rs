@@ -130,6 +130,21 @@ pub fn add_guard_responses(doc: &mut OpenApi) {
     }
 }
 
+/// Makes each operation's summary plain text on one line. Redoc shows a summary as the operation's
+/// title and in the menu without rendering its markdown, so `code` would keep its backticks there
+/// and a wrapped doc comment its line break.
+pub fn plain_summaries(doc: &mut OpenApi) {
+    for op in operations_mut(doc) {
+        if let Some(summary) = op.summary.as_mut() {
+            *summary = summary
+                .replace('`', "")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+        }
+    }
+}
+
 /// The document's fixed parts; paths are added by the route list.
 pub fn base() -> OpenApi {
     let mut doc = ApiDoc::openapi();

@@ -27,4 +27,5 @@ pub mod signin;
 pub mod state;
 pub mod suggest;
 pub mod usage;
+pub mod usage_legs;
 pub mod waitlist;

@@ -50,7 +50,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(keys::admin_list_keys))
         .routes(routes!(keys::admin_revoke_key))
         // Account administration (issue 16)
-        .routes(routes!(admin::list_users))
+        .routes(routes!(admin::list_users, admin::create::create_user))
         .routes(routes!(admin::patch_user, admin::delete_user))
         // Agent streaming (spec §4.2, §2.8, §2.9)
         .routes(with_body_limit(
@@ -82,6 +82,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(super::usage::get_usage))
         .routes(routes!(super::usage::get_usage_legs))
         .routes(routes!(super::usage::get_admin_usage))
+        .routes(routes!(super::usage_legs::get_admin_usage_legs))
         // Project memory (spec §4.4)
         .routes(routes!(memory::remember))
         .routes(routes!(memory::get_recall, memory::post_recall))
@@ -138,6 +139,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = api().into_openapi();
     docs::add_unauthorized_responses(&mut doc);
     docs::add_guard_responses(&mut doc);
+    docs::plain_summaries(&mut doc);
     crate::http::openapi_examples::add_examples(&mut doc);
     doc
 }

@@ -17,8 +17,6 @@ use crate::store::usage::{
 
 /// Days covered when `from` is not given: the last 30, today included.
 const DEFAULT_DAYS: i64 = 30;
-const LEGS_DEFAULT: u32 = 50;
-const LEGS_MAX: u32 = 200;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -63,8 +61,14 @@ pub struct UsageReport {
 pub struct LegsParams {
     /// At most 200; default 50.
     pub limit: Option<String>,
-    /// `next` of the previous page.
+    /// `next` of the previous page (of the same filters).
     pub cursor: Option<String>,
+    /// Only records of this configured model; empty is no filter.
+    pub model: Option<String>,
+    /// Only `ok`, `error` or `cancelled` records; empty is no filter.
+    pub status: Option<String>,
+    /// Only records of this project; empty is no filter.
+    pub project_id: Option<String>,
 }
 
 /// One leg as the ledger keeps it.
@@ -94,6 +98,9 @@ pub struct LegItem {
     /// Tools the provider ran itself for the call (web searches, fetches, code runs), which it
     /// bills apart from tokens.
     pub server_tool_uses: i64,
+    /// The account's email: only on `/v1/admin/usage/legs` (open mode's caller is `local`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -145,61 +152,40 @@ pub async fn get_admin_usage(
     report(&state, None, &params, true).await
 }
 
-/// The caller's legs, newest first.
+/// The caller's legs, newest first, optionally of one model, status or project.
 #[utoipa::path(get, path = "/v1/usage/legs", tag = "usage",
     security(("bearer" = [])),
     params(LegsParams),
     responses(
         (status = 200, description = "One page of records, newest first", body = LegPage),
-        (status = 400, description = "A bad `limit` or `cursor` (named)", body = ErrorBody),
+        (status = 400, description = "A bad `limit`, `cursor` or `status` (named)", body = ErrorBody),
     ))]
 pub async fn get_usage_legs(
     State(state): State<AppState>,
     caller: Caller,
     Query(params): Query<LegsParams>,
 ) -> ApiResult<axum::Json<LegPage>> {
-    let limit = match params.limit.as_deref() {
-        None => LEGS_DEFAULT,
-        Some(l) => l
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=LEGS_MAX).contains(n))
-            .ok_or_else(|| ApiError::invalid("limit must be a whole number from 1 to 200"))?,
-    };
-    let before = match params.cursor.as_deref() {
-        None => None,
-        Some(c) => Some(decode_cursor(c).ok_or_else(|| {
-            ApiError::invalid("cursor is not one this endpoint gave; use `next` of a page")
-        })?),
-    };
-    let mut legs = state
-        .ledger()
-        .store()
-        .legs(caller.user_id(), before, limit + 1)
-        .await?;
-    let more = legs.len() > limit as usize;
-    legs.truncate(limit as usize);
-    let next = more
-        .then(|| legs.last().map(|l| encode_cursor(l.id)))
-        .flatten();
-    Ok(axum::Json(LegPage {
-        items: legs.into_iter().map(item).collect(),
-        next,
-    }))
+    let filter = super::usage_legs::filter(
+        Some(caller.user_id().to_owned()),
+        &params.model,
+        &params.status,
+        &params.project_id,
+    )?;
+    super::usage_legs::page(&state, &filter, &params.limit, &params.cursor, None).await
 }
 
 /// Cursors are opaque to clients: `l` and the last id in hexadecimal.
-fn encode_cursor(id: i64) -> String {
+pub(super) fn encode_cursor(id: i64) -> String {
     format!("l{id:x}")
 }
 
-fn decode_cursor(c: &str) -> Option<i64> {
+pub(super) fn decode_cursor(c: &str) -> Option<i64> {
     i64::from_str_radix(c.strip_prefix('l')?, 16)
         .ok()
         .filter(|n| *n > 0)
 }
 
-fn item(l: StoredLeg) -> LegItem {
+pub(super) fn item(l: StoredLeg) -> LegItem {
     let r = l.record;
     LegItem {
         request_id: r.request_id,
@@ -219,6 +205,7 @@ fn item(l: StoredLeg) -> LegItem {
         cost_usd: r.cost_usd,
         estimated: r.estimated,
         server_tool_uses: r.server_tool_uses,
+        email: None,
     }
 }
 
@@ -339,7 +326,9 @@ fn row(key: Option<Option<String>>, s: &UsageSums) -> UsageRow {
 }
 
 /// Account ids to emails; open mode's `local` keeps its id.
-async fn emails(state: &AppState) -> ApiResult<std::collections::HashMap<String, String>> {
+pub(super) async fn emails(
+    state: &AppState,
+) -> ApiResult<std::collections::HashMap<String, String>> {
     Ok(match state.auth() {
         Some(auth) => auth
             .list_users()

@@ -258,6 +258,38 @@ pub struct UsageSums {
     pub cost_usd: Option<f64>,
 }
 
+/// Which records a page of `UsageStore::legs` covers: one account's (or, `None`, every account's),
+/// narrowed to one model, status and project when given.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LegFilter {
+    pub user_id: Option<String>,
+    pub model: Option<String>,
+    pub status: Option<String>,
+    pub project_id: Option<String>,
+}
+
+impl LegFilter {
+    /// The filter's conditions on `usage_legs`, each `AND column = <placeholder>`, and the values
+    /// to bind in that order; `placeholder(n)` spells the n-th bind of the statement (from 1).
+    /// Only the columns given appear, so each backend's index on the account still serves.
+    pub fn conditions(&self, placeholder: impl Fn(usize) -> String) -> (String, Vec<&str>) {
+        let mut sql = String::new();
+        let mut values = Vec::new();
+        for (column, value) in [
+            ("user_id", &self.user_id),
+            ("model", &self.model),
+            ("status", &self.status),
+            ("project_id", &self.project_id),
+        ] {
+            if let Some(v) = value {
+                values.push(v.as_str());
+                sql.push_str(&format!(" AND {column} = {}", placeholder(values.len())));
+            }
+        }
+        (sql, values)
+    }
+}
+
 /// A stored record and the id a page continues after.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredLeg {
@@ -273,10 +305,10 @@ pub trait UsageStore: Send + Sync {
     async fn insert_legs(&self, records: &[LegRecord]) -> StoreResult<()>;
     /// The sums per key of the records the query covers, in no particular order.
     async fn aggregate(&self, query: &UsageQuery) -> StoreResult<Vec<UsageSums>>;
-    /// One account's records, newest first, those with an id below `before` when given.
+    /// The records the filter covers, newest first, those with an id below `before` when given.
     async fn legs(
         &self,
-        user_id: &str,
+        filter: &LegFilter,
         before: Option<i64>,
         limit: u32,
     ) -> StoreResult<Vec<StoredLeg>>;

@@ -288,7 +288,7 @@ mod tests {
 
     use super::*;
     use crate::store::StoreError;
-    use crate::store::usage::{StoredLeg, UsageQuery, UsageSums};
+    use crate::store::usage::{LegFilter, StoredLeg, UsageQuery, UsageSums};
 
     /// A test double of the store that refuses any batch holding a record with the request id
     /// `bad` (as a store refuses a value it cannot hold), and keeps the request ids it wrote.
@@ -312,7 +312,7 @@ mod tests {
         async fn aggregate(&self, _: &UsageQuery) -> StoreResult<Vec<UsageSums>> {
             Ok(Vec::new())
         }
-        async fn legs(&self, _: &str, _: Option<i64>, _: u32) -> StoreResult<Vec<StoredLeg>> {
+        async fn legs(&self, _: &LegFilter, _: Option<i64>, _: u32) -> StoreResult<Vec<StoredLeg>> {
             Ok(Vec::new())
         }
         async fn month_tokens(&self, _: &str, _: i64) -> StoreResult<i64> {

@@ -32,7 +32,9 @@ async fn console_page_and_files_are_embedded_under_a_strict_policy() {
     for (file, media) in [
         ("console.js", "text/javascript"),
         ("usage.js", "text/javascript"),
+        ("requests.js", "text/javascript"),
         ("keys.js", "text/javascript"),
+        ("admin.js", "text/javascript"),
         ("console.css", "text/css"),
         ("favicon.svg", "image/svg+xml"),
     ] {

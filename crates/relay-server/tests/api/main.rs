@@ -4,6 +4,7 @@
 
 mod accounts;
 mod admin;
+mod admin_create;
 mod agent;
 mod agent_faults;
 mod agent_settings;
@@ -23,6 +24,7 @@ mod helpers;
 mod hostile_stream;
 mod keys;
 mod ledger_hardening;
+mod ledger_pages;
 mod malformed_calls;
 mod mcp;
 mod mcp_sdk;

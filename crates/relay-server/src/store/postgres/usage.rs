@@ -8,8 +8,8 @@ use sqlx::Row;
 use super::PgStore;
 use crate::store::StoreResult;
 use crate::store::usage::{
-    GroupBy, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery, UsageStore, UsageSums,
-    counted, month_of, not_erased, saturating_add,
+    GroupBy, LegFilter, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery, UsageStore,
+    UsageSums, counted, month_of, not_erased, saturating_add,
 };
 
 /// The advisory lock key (`relayuer` in ASCII: relay, usage, erasure) that orders ledger batches
@@ -162,18 +162,20 @@ impl UsageStore for PgStore {
 
     async fn legs(
         &self,
-        user_id: &str,
+        filter: &LegFilter,
         before: Option<i64>,
         limit: u32,
     ) -> StoreResult<Vec<StoredLeg>> {
-        let rows = sqlx::query(
-            "SELECT * FROM usage_legs WHERE user_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
-        )
-        .bind(user_id)
-        .bind(before.unwrap_or(i64::MAX))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
+        let (conditions, values) = filter.conditions(|n| format!("${}", n + 1));
+        let sql = format!(
+            "SELECT * FROM usage_legs WHERE id < $1{conditions} ORDER BY id DESC LIMIT ${}",
+            values.len() + 2
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(before.unwrap_or(i64::MAX));
+        for v in values {
+            query = query.bind(v);
+        }
+        let rows = query.bind(i64::from(limit)).fetch_all(&self.pool).await?;
         rows.iter().map(stored).collect()
     }
 

@@ -8,8 +8,8 @@ use sqlx::Row;
 use super::SqliteStore;
 use crate::store::StoreResult;
 use crate::store::usage::{
-    GroupBy, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery, UsageStore, UsageSums,
-    counted, month_of, not_erased, saturating_add,
+    GroupBy, LegFilter, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery, UsageStore,
+    UsageSums, counted, month_of, not_erased, saturating_add,
 };
 
 /// The sum of an integer column that never fails: SQLite's `SUM` raises "integer overflow" past
@@ -154,18 +154,18 @@ impl UsageStore for SqliteStore {
 
     async fn legs(
         &self,
-        user_id: &str,
+        filter: &LegFilter,
         before: Option<i64>,
         limit: u32,
     ) -> StoreResult<Vec<StoredLeg>> {
-        let rows = sqlx::query(
-            "SELECT * FROM usage_legs WHERE user_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
-        )
-        .bind(user_id)
-        .bind(before.unwrap_or(i64::MAX))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
+        let (conditions, values) = filter.conditions(|_| "?".to_owned());
+        let sql =
+            format!("SELECT * FROM usage_legs WHERE id < ?{conditions} ORDER BY id DESC LIMIT ?");
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(before.unwrap_or(i64::MAX));
+        for v in values {
+            query = query.bind(v);
+        }
+        let rows = query.bind(i64::from(limit)).fetch_all(&self.pool).await?;
         rows.iter().map(stored).collect()
     }
 
