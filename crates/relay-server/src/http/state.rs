@@ -74,8 +74,10 @@ impl AppState {
             Duration::from_secs(config.limits.signin_window_secs),
         )
         .shared(shared_limits.as_ref());
+        let mut memory = stores.memory;
+        memory.memory = crate::embeddings::wrap(&config, memory.memory, env)?;
         let ledger = crate::usage::Ledger::start(
-            stores.memory.usage.clone(),
+            memory.usage.clone(),
             &config.usage,
             crate::usage::PriceList::from_models(&config.models),
             metrics.clone(),
@@ -91,7 +93,7 @@ impl AppState {
             } else {
                 stores.signin
             },
-            memory: stores.memory,
+            memory,
             config,
             passwords,
             signin_throttle,

@@ -5,8 +5,6 @@
 //!
 //! A slow or failing memory store injects nothing; the leg goes on (CONTRACT.md, Notes).
 
-use std::time::Duration;
-
 use super::request::ValidLeg;
 use crate::http::state::AppState;
 use crate::store::{InjectBudget, Note};
@@ -25,7 +23,7 @@ pub async fn notes(state: &AppState, user_id: &str, leg: &ValidLeg) -> Vec<Note>
         state
             .memory()
             .notes_for_injection(user_id, project.as_str(), &leg.first_user_text, budget);
-    match tokio::time::timeout(Duration::from_millis(config.inject_deadline_ms), lookup).await {
+    match tokio::time::timeout(config.inject_deadline(), lookup).await {
         Ok(Ok(notes)) => notes,
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "memory store failed; leg goes on without notes");
@@ -33,7 +31,7 @@ pub async fn notes(state: &AppState, user_id: &str, leg: &ValidLeg) -> Vec<Note>
         }
         Err(_) => {
             tracing::warn!(
-                deadline_ms = config.inject_deadline_ms,
+                deadline_ms = config.inject_deadline().as_millis(),
                 "memory store too slow; leg goes on without notes"
             );
             Vec::new()

@@ -1,0 +1,75 @@
+//! Embedding stored notes in the background: woken by each new or edited note, and every half
+//! minute for notes written by another instance or left by a failed batch, it embeds the notes
+//! that have no vector of the configured model (all of them after a model change), in batches,
+//! off the remember path.
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use super::Embeddings;
+use crate::store::vectors::quantise;
+
+/// Notes per embeddings request.
+const BATCH: u32 = 64;
+/// How often the store is looked at without a wake-up.
+const POLL: Duration = Duration::from_secs(30);
+/// After a failure, the first and the longest pause before trying again.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Runs until the embeddings it serves are dropped (the app stopped).
+pub async fn run(shared: Weak<Embeddings>) {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let Some(this) = shared.upgrade() else { return };
+        let wake = this.wake.clone();
+        let outcome = pass(&this).await;
+        drop(this);
+        let pause = match outcome {
+            Ok(()) => {
+                backoff = FIRST_BACKOFF;
+                POLL
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "notes not embedded; trying again later");
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                backoff
+            }
+        };
+        let _ = tokio::time::timeout(pause, wake.notified()).await;
+    }
+}
+
+/// Embeds every note without a vector of the model, a batch at a time.
+async fn pass(this: &Embeddings) -> Result<(), String> {
+    let model = &this.client.model;
+    loop {
+        let batch = this
+            .inner
+            .notes_to_embed(model, BATCH)
+            .await
+            .map_err(|e| e.to_string())?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let full = batch.len() == BATCH as usize;
+        let texts: Vec<String> = batch.iter().map(|n| n.text.clone()).collect();
+        let vectors = this.client.embed(&texts).await?;
+        let pairs: Vec<_> = batch
+            .into_iter()
+            .zip(vectors)
+            .filter_map(|(note, v)| quantise(&v).map(|q| (note, q)))
+            .collect();
+        // A batch with nothing storable would come back forever: stop until the next wake-up.
+        if pairs.is_empty() {
+            return Err("the embeddings endpoint gave only empty vectors".into());
+        }
+        this.inner
+            .put_vectors(model, pairs)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !full {
+            return Ok(());
+        }
+    }
+}
