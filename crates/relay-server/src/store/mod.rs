@@ -283,7 +283,7 @@ pub trait MemoryStore: Send + Sync {
             .await
     }
     /// Up to `limit` notes of any user with no vector of `model` (none yet, or one of another
-    /// model), oldest first.
+    /// model), newest first.
     async fn notes_to_embed(
         &self,
         _model: &str,

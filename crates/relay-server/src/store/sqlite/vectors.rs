@@ -9,11 +9,12 @@ use crate::store::StoreResult;
 use crate::store::vectors::{Quantised, ToEmbed, VectorRow};
 
 impl SqliteStore {
+    /// Newest first: a new note is found at the head of the scan, not after every embedded one.
     pub(super) async fn to_embed(&self, model: &str, limit: u32) -> StoreResult<Vec<ToEmbed>> {
         let rows: Vec<(String, String)> = sqlx::query_as(
             "SELECT n.id, n.note FROM notes n
              WHERE NOT EXISTS (SELECT 1 FROM note_vectors v WHERE v.note_id = n.id AND v.model = ?)
-             ORDER BY n.pk LIMIT ?",
+             ORDER BY n.pk DESC LIMIT ?",
         )
         .bind(model)
         .bind(i64::from(limit))
