@@ -19,7 +19,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use relay_server::config::{Config, EmbeddingsConfig, MemoryConfig, ProviderConfig, ProviderKind};
+use relay_server::config::{
+    Config, EmbeddingsConfig, MemoryConfig, ModelConfig, ProviderConfig, ProviderKind,
+};
 use relay_server::domain::{Author, MemType, NoteId};
 use relay_server::store::lexical::{LexIndex, Params, Row};
 use relay_server::store::{Note, relevance};
@@ -124,6 +126,17 @@ async fn start_relay(url: &str, embedder: Option<&Embedder>) -> Result<Running> 
     config.limits.agent_per_minute = 1_000_000;
     config.limits.agent_burst = 1_000_000;
     if let Some(e) = embedder {
+        // With a provider configured the demo one is no longer implied: name it for the legs.
+        config
+            .providers
+            .push(ProviderConfig::new("demo", ProviderKind::Demo));
+        config.models.push(ModelConfig {
+            name: "demo".into(),
+            provider: "demo".into(),
+            upstream: "demo".into(),
+            ..ModelConfig::default()
+        });
+        config.routing.auto = vec!["demo".into()];
         config.providers.push(ProviderConfig {
             base_url: Some(e.base_url.clone()),
             ..ProviderConfig::new("embedder", ProviderKind::Openai)
@@ -453,14 +466,29 @@ async fn leg_note_ids(
     project: &str,
     question: &str,
 ) -> Result<Vec<String>> {
-    let body = client
-        .post(format!("{base}/v1/agent/stream"))
-        .json(&json!({"project_id": project, "messages": [{"role": "user", "content": question}]}))
-        .send()
-        .await?
-        .error_for_status()?
-        .text()
-        .await?;
+    let mut tries = 0;
+    let body = loop {
+        let r = client
+            .post(format!("{base}/v1/agent/stream"))
+            .json(
+                &json!({"project_id": project, "messages": [{"role": "user", "content": question}]}),
+            )
+            .send()
+            .await?;
+        let status = r.status();
+        let text = r.text().await?;
+        if status.is_success() {
+            break text;
+        }
+        // Two Relays share one SQLite file here, beside a background embedder: on a starved
+        // machine a leg's store write can outwait the busy timeout. Such a leg is asked again.
+        tries += 1;
+        if status != reqwest::StatusCode::SERVICE_UNAVAILABLE || tries == 3 {
+            bail!("the leg answered {status}: {text}");
+        }
+        eprintln!("a leg answered {status} ({text}); asking again");
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    };
     let first: Value = serde_json::from_str(body.lines().next().unwrap_or_default())?;
     if first["event"] != "start" {
         bail!("the leg's first line is not its start: {first}");
