@@ -7,6 +7,9 @@
 //! it, when within `NEIGHBOUR_SECS` of it: a conversation's turns or an agent's notes of one task,
 //! which answer a question together more often than apart ("when did she go?" is answered by the
 //! turn before "I went yesterday"). Measured on LoCoMo (BENCHMARKS.md, `relay-bench memory`).
+//! Notes written "in the same leg" need no rule of their own: no note is written inside a leg
+//! (notes come from `POST /v1/memory/remember` and MCP `remember`, which carry no leg), so the
+//! notes of one agent turn are the ones written within the window of each other.
 //!
 //! Notes are kept in write order (SQLite's rowid, PostgreSQL's per-project `seq`), so both
 //! backends hold the same entries for the same notes and rank alike.
