@@ -30,11 +30,13 @@ enum Mode {
     SlowQuestions,
 }
 
+/// (model, texts) of one request.
+type Request = (String, Vec<String>);
+
 #[derive(Clone)]
 struct Fake {
     mode: Arc<Mutex<Mode>>,
-    /// (model, texts) of every request.
-    seen: Arc<Mutex<Vec<(String, Vec<String>)>>>,
+    seen: Arc<Mutex<Vec<Request>>>,
 }
 
 const DIMS: usize = 16;
