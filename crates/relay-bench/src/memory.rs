@@ -19,7 +19,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use relay_server::config::{Config, MemoryConfig};
+use relay_server::config::{
+    Config, EmbeddingsConfig, MemoryConfig, ModelConfig, ProviderConfig, ProviderKind,
+};
 use relay_server::domain::{Author, MemType, NoteId};
 use relay_server::store::lexical::{LexIndex, Params, Row};
 use relay_server::store::{Note, relevance};
@@ -66,12 +68,142 @@ pub struct MemoryResult {
     pub rows: Vec<Recall>,
 }
 
+/// An OpenAI-compatible embeddings server for the run with embeddings (issue 44).
+#[derive(Debug, Clone)]
+pub struct Embedder {
+    /// Ending in `/v1`, as a provider's `base_url`.
+    pub base_url: String,
+    pub model: String,
+}
+
+/// Starts `bench/embed_server.py` (MiniLM in numpy) with `python` on a free port; it stops when
+/// the child is dropped.
+pub async fn start_embedder(
+    python: &Path,
+    script: &Path,
+) -> Result<(tokio::process::Child, Embedder)> {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(python)
+        .arg(script)
+        .args(["--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start {} {}", python.display(), script.display()))?;
+    let out = child.stdout.take().context("no stdout")?;
+    let mut line = String::new();
+    tokio::io::BufReader::new(out).read_line(&mut line).await?;
+    let port = line
+        .trim()
+        .strip_prefix("listening on ")
+        .with_context(|| format!("the embeddings server said {line:?}"))?;
+    Ok((
+        child,
+        Embedder {
+            base_url: format!("http://127.0.0.1:{port}/v1"),
+            model: "all-MiniLM-L6-v2".into(),
+        },
+    ))
+}
+
+/// A Relay in this process on a port, and how to stop it.
+struct Running {
+    base: String,
+    relay: Relay,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn start_relay(url: &str, embedder: Option<&Embedder>) -> Result<Running> {
+    let mut config = Config {
+        bind: "127.0.0.1:0".parse()?,
+        memory: MemoryConfig {
+            url: url.to_owned(),
+            ..MemoryConfig::default()
+        },
+        ..Config::default()
+    };
+    config.limits.agent_per_minute = 1_000_000;
+    config.limits.agent_burst = 1_000_000;
+    if let Some(e) = embedder {
+        // With a provider configured the demo one is no longer implied: name it for the legs.
+        config
+            .providers
+            .push(ProviderConfig::new("demo", ProviderKind::Demo));
+        config.models.push(ModelConfig {
+            name: "demo".into(),
+            provider: "demo".into(),
+            upstream: "demo".into(),
+            ..ModelConfig::default()
+        });
+        config.routing.auto = vec!["demo".into()];
+        config.providers.push(ProviderConfig {
+            base_url: Some(e.base_url.clone()),
+            ..ProviderConfig::new("embedder", ProviderKind::Openai)
+        });
+        config.memory.embeddings = Some(EmbeddingsConfig {
+            provider: "embedder".into(),
+            model: e.model.clone(),
+        });
+        // The numpy model on a shared 2-core machine takes longer than a served one: this row
+        // measures ranking, so every question is waited for.
+        config.memory.embed_timeout_ms = 30_000;
+    }
+    let stores = Stores::open(&config).await?;
+    let relay = Relay::with_stores(config, stores, &NoKeys)?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let router = relay.router();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(relay_server::serve(listener, router, async {
+        let _ = stopped.await;
+    }));
+    Ok(Running {
+        base,
+        relay,
+        stop,
+        server,
+    })
+}
+
+impl Running {
+    async fn close(self) {
+        let _ = self.stop.send(());
+        let _ = self.server.await;
+        self.relay.close().await;
+    }
+}
+
+/// How many of `project`'s notes have a vector, read from the store as another client would.
+async fn vectors_of(url: &str, project: &str) -> Result<i64> {
+    let sql = "SELECT count(*) FROM note_vectors WHERE project_id = $1";
+    Ok(if url.starts_with("sqlite:") {
+        let pool = sqlx::SqlitePool::connect(url).await?;
+        let n = sqlx::query_scalar(sql)
+            .bind(project)
+            .fetch_one(&pool)
+            .await?;
+        pool.close().await;
+        n
+    } else {
+        let pool = sqlx::PgPool::connect(url).await?;
+        let n = sqlx::query_scalar(sql)
+            .bind(project)
+            .fetch_one(&pool)
+            .await?;
+        pool.close().await;
+        n
+    })
+}
+
 /// Runs the stage on the data set at `dataset`, on SQLite or (with `postgres_url`, a database of
-/// its own) PostgreSQL; `conversations` limits how many are used.
+/// its own) PostgreSQL; `conversations` limits how many are used. With `embedder`, a second Relay
+/// on the same store ranks with embeddings, and its legs are scored beside the lexical ones.
 pub async fn measure(
     dataset: &Path,
     postgres_url: Option<&str>,
     conversations: Option<usize>,
+    embedder: Option<&Embedder>,
 ) -> Result<MemoryResult> {
     let mut convs = load(dataset)?;
     if let Some(n) = conversations {
@@ -82,25 +214,14 @@ pub async fn measure(
         Some(u) => u.to_owned(),
         None => format!("sqlite://{}", dir.path().join("memory.db").display()),
     };
-    let mut config = Config {
-        bind: "127.0.0.1:0".parse()?,
-        memory: MemoryConfig {
-            url,
-            ..MemoryConfig::default()
-        },
-        ..Config::default()
+    let lexical = start_relay(&url, None).await?;
+    let embedded = match embedder {
+        Some(e) => Some(start_relay(&url, Some(e)).await?),
+        None => None,
     };
-    config.limits.agent_per_minute = 1_000_000;
-    config.limits.agent_burst = 1_000_000;
-    let stores = Stores::open(&config).await?;
-    let relay = Relay::with_stores(config, stores, &NoKeys)?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let router = relay.router();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(relay_server::serve(listener, router, async {
-        let _ = stopped.await;
-    }));
+    let base = lexical.base.clone();
+    // Notes go in through the Relay with embeddings, whose writes wake its embedder.
+    let writer = embedded.as_ref().map_or(base.clone(), |r| r.base.clone());
     let client = reqwest::Client::new();
     let mut result = MemoryResult {
         backend: if postgres_url.is_some() {
@@ -113,13 +234,13 @@ pub async fn measure(
         ..MemoryResult::default()
     };
     let variants = variants();
-    let mut scores: Vec<Vec<(u64, f64)>> = vec![Vec::new(); variants.len() + 2];
+    let mut scores: Vec<Vec<(u64, f64)>> = vec![Vec::new(); variants.len() + 3];
     let mut injected_total = 0usize;
     for (c, conv) in convs.iter().enumerate() {
         let project = format!("locomo-{c}");
         for (_, text) in &conv.turns {
             let r = client
-                .post(format!("{base}/v1/memory/remember"))
+                .post(format!("{writer}/v1/memory/remember"))
                 .json(&json!({"note": text, "project_id": project}))
                 .send()
                 .await?;
@@ -129,6 +250,15 @@ pub async fn measure(
         }
         let stored = list(&client, &base, &project).await?;
         result.notes += stored.len();
+        if embedded.is_some() {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1_800);
+            while vectors_of(&url, &project).await? < stored.len() as i64 {
+                if std::time::Instant::now() > deadline {
+                    bail!("the notes of {project} were not all embedded in 30 minutes");
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+        }
         let turn_of = turns_by_text(&conv.turns);
         let id_turns: HashMap<String, Vec<String>> = stored
             .iter()
@@ -161,6 +291,14 @@ pub async fn measure(
                 .flat_map(|id| id_turns.get(id).into_iter().flatten())
                 .collect();
             scores[0].push((q.category, recall(&q.evidence, &chosen)));
+            if let Some(e) = &embedded {
+                let ids = leg_note_ids(&client, &e.base, &project, &q.text).await?;
+                let chosen: Vec<&String> = ids
+                    .iter()
+                    .flat_map(|id| id_turns.get(id).into_iter().flatten())
+                    .collect();
+                scores[variants.len() + 2].push((q.category, recall(&q.evidence, &chosen)));
+            }
             let plain: Vec<&String> = bm25
                 .top(&q.text, AT)
                 .into_iter()
@@ -182,14 +320,23 @@ pub async fn measure(
             }
         }
     }
-    let _ = stop.send(());
-    let _ = server.await;
-    relay.close().await;
+    lexical.close().await;
+    if let Some(e) = embedded {
+        e.close().await;
+    }
     let mut names = vec![
-        "Relay (HTTP, injected notes)".to_owned(),
+        "Relay (HTTP, injected notes, lexical)".to_owned(),
         "plain BM25 top 8 (no stemming)".to_owned(),
     ];
     names.extend(variants.iter().map(|(n, _)| (*n).to_owned()));
+    if let Some(e) = embedder {
+        names.push(format!(
+            "Relay (HTTP, injected notes, with embeddings: {})",
+            e.model
+        ));
+    } else {
+        scores.pop();
+    }
     result.questions = scores[0].len();
     result.mean_injected = injected_total as f64 / result.questions.max(1) as f64;
     result.rows = names
@@ -319,14 +466,29 @@ async fn leg_note_ids(
     project: &str,
     question: &str,
 ) -> Result<Vec<String>> {
-    let body = client
-        .post(format!("{base}/v1/agent/stream"))
-        .json(&json!({"project_id": project, "messages": [{"role": "user", "content": question}]}))
-        .send()
-        .await?
-        .error_for_status()?
-        .text()
-        .await?;
+    let mut tries = 0;
+    let body = loop {
+        let r = client
+            .post(format!("{base}/v1/agent/stream"))
+            .json(
+                &json!({"project_id": project, "messages": [{"role": "user", "content": question}]}),
+            )
+            .send()
+            .await?;
+        let status = r.status();
+        let text = r.text().await?;
+        if status.is_success() {
+            break text;
+        }
+        // Two Relays share one SQLite file here, beside a background embedder: on a starved
+        // machine a leg's store write can outwait the busy timeout. Such a leg is asked again.
+        tries += 1;
+        if status != reqwest::StatusCode::SERVICE_UNAVAILABLE || tries == 3 {
+            bail!("the leg answered {status}: {text}");
+        }
+        eprintln!("a leg answered {status} ({text}); asking again");
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    };
     let first: Value = serde_json::from_str(body.lines().next().unwrap_or_default())?;
     if first["event"] != "start" {
         bail!("the leg's first line is not its start: {first}");

@@ -85,6 +85,23 @@ suggest_burst = 10000000
     Ok(path)
 }
 
+/// Turns on `[memory] embeddings` in the configuration at `path`, served at `base_url` (an
+/// OpenAI-compatible `/v1`) by a provider of its own.
+pub fn add_embeddings(path: &Path, base_url: &str) -> Result<()> {
+    let text = std::fs::read_to_string(path)?;
+    let text = text.replacen(
+        "\n[auth]\n",
+        "embeddings = { provider = \"embedder\", model = \"all-MiniLM-L6-v2\" }\n\n[auth]\n",
+        1,
+    );
+    let provider = format!(
+        "\n[[providers]]\nname = \"embedder\"\nkind = \"openai\"\nbase_url = {}\n",
+        serde_json::Value::String(base_url.to_owned())
+    );
+    std::fs::write(path, text + &provider)?;
+    Ok(())
+}
+
 /// How Relay runs.
 enum Kind {
     Child {

@@ -8,6 +8,7 @@ pub mod accounts;
 pub mod clock;
 pub mod config;
 pub mod domain;
+pub mod embeddings;
 pub mod error;
 pub mod http;
 pub mod legs;

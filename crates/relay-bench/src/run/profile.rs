@@ -31,12 +31,13 @@ pub async fn profile(
     duration: Duration,
     perf_out: Option<PathBuf>,
     on_postgres: Option<&str>,
+    embed_url: Option<&str>,
 ) -> Result<()> {
     let db = match on_postgres {
         Some(admin) => Some(postgres::FreshDb::create(admin).await?),
         None => None,
     };
-    let result = profile_on(opts, work, duration, perf_out, db.as_ref()).await;
+    let result = profile_on(opts, work, duration, perf_out, db.as_ref(), embed_url).await;
     if let Some(db) = db {
         db.drop_it().await?;
     }
@@ -49,6 +50,7 @@ async fn profile_on(
     duration: Duration,
     perf_out: Option<PathBuf>,
     db: Option<&postgres::FreshDb>,
+    embed_url: Option<&str>,
 ) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let http = http_client()?;
@@ -60,6 +62,9 @@ async fn profile_on(
         }
         None => relay::write_config(dir.path(), &mock.base_url())?,
     };
+    if let Some(url) = embed_url {
+        relay::add_embeddings(&config, url)?;
+    }
     let relay = start_relay(opts, &config, dir.path(), &http, 1).await?;
     let base = relay.base();
     let token = admin_token(opts, &config, &http, &base).await?;

@@ -1,4 +1,5 @@
-//! `[memory]`: the notes store and the budget of notes injected into a leg.
+//! `[memory]`: the notes store, the budget of notes injected into a leg, and the embeddings that
+//! rank them with the lexical ranker (optional).
 
 use serde::Deserialize;
 
@@ -29,6 +30,35 @@ pub struct MemoryConfig {
     pub inject_max_chars: u32,
     /// A memory store slower than this injects nothing and the leg goes on.
     pub inject_deadline_ms: u64,
+    /// Notes and questions embedded by a configured provider and fused into the ranking (issue
+    /// 44); without it ranking is lexical.
+    pub embeddings: Option<EmbeddingsConfig>,
+    /// How long a leg waits for its question's embedding before it ranks lexically.
+    pub embed_timeout_ms: u64,
+}
+
+/// `[memory] embeddings = { provider = "…", model = "…" }`: a provider of `[[providers]]` whose
+/// OpenAI-compatible `POST /v1/embeddings` (OpenAI, Ollama, llama.cpp, vLLM) embeds notes and
+/// questions with `model`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingsConfig {
+    pub provider: String,
+    pub model: String,
+}
+
+impl MemoryConfig {
+    /// How long a leg waits for its notes: the store's deadline, plus the question's embedding
+    /// when embeddings are on (a failed or slow embedding falls back to lexical ranking within
+    /// that time, so the store keeps its own deadline).
+    pub fn inject_deadline(&self) -> std::time::Duration {
+        let embed = if self.embeddings.is_some() {
+            self.embed_timeout_ms
+        } else {
+            0
+        };
+        std::time::Duration::from_millis(self.inject_deadline_ms.saturating_add(embed))
+    }
 }
 
 impl Default for MemoryConfig {
@@ -41,6 +71,8 @@ impl Default for MemoryConfig {
             inject_max_notes: 8,
             inject_max_chars: 6_000,
             inject_deadline_ms: 250,
+            embeddings: None,
+            embed_timeout_ms: 300,
         }
     }
 }

@@ -23,7 +23,7 @@ use serde::Deserialize;
 
 pub use accounts::{AuthConfig, SignupMode};
 pub use limits::LimitsConfig;
-pub use memory::{DEFAULT_STORE_URL, MemoryConfig};
+pub use memory::{DEFAULT_STORE_URL, EmbeddingsConfig, MemoryConfig};
 pub use observability::TelemetryConfig;
 pub use providers::{
     DEFAULT_STREAMS_PER_CONNECTION, FEATURES, FREE_TIERS, ModelConfig, ProviderConfig,
@@ -261,6 +261,30 @@ impl Config {
                     p.name
                 ));
             }
+        }
+        if let Some(e) = &self.memory.embeddings {
+            let kind = self
+                .providers
+                .iter()
+                .find(|p| p.name == e.provider)
+                .map(|p| p.kind);
+            if !matches!(
+                kind,
+                Some(ProviderKind::Openai | ProviderKind::OpenaiResponses)
+            ) {
+                return bad(format!(
+                    "memory.embeddings: provider `{}` must be an openai or openai_responses provider among [[providers]] (one that serves POST /v1/embeddings)",
+                    e.provider
+                ));
+            }
+            if e.model.trim().is_empty() {
+                return bad(
+                    "memory.embeddings: model must name the provider's embedding model".into(),
+                );
+            }
+        }
+        if self.memory.embed_timeout_ms == 0 {
+            return bad("memory.embed_timeout_ms must be at least 1".into());
         }
         let mut model_names = std::collections::HashSet::new();
         for m in &self.models {

@@ -73,8 +73,10 @@ impl AppState {
             Duration::from_secs(config.limits.signin_window_secs),
         )
         .shared(shared_limits.as_ref());
+        let mut memory = stores.memory;
+        memory.memory = crate::embeddings::wrap(&config, memory.memory, env)?;
         let ledger = crate::usage::Ledger::start(
-            stores.memory.usage.clone(),
+            memory.usage.clone(),
             &config.usage,
             crate::usage::PriceList::from_models(&config.models),
             metrics.clone(),
@@ -89,7 +91,7 @@ impl AppState {
             metrics: metrics.clone(),
             ledger,
             rate_limit: limits.agent.clone(),
-            memory: stores.memory.memory.clone(),
+            memory: memory.memory.clone(),
             auth: if config.open_mode() {
                 None
             } else {
@@ -107,7 +109,7 @@ impl AppState {
             } else {
                 stores.signin
             },
-            memory: stores.memory,
+            memory,
             config,
             passwords,
             signin_throttle,

@@ -5,8 +5,6 @@
 //!
 //! A slow or failing memory store injects nothing; the leg goes on (CONTRACT.md, Notes).
 
-use std::time::Duration;
-
 use super::Legs;
 use super::request::ValidLeg;
 use crate::store::{InjectBudget, Note};
@@ -27,7 +25,7 @@ pub async fn notes(legs: &Legs, user_id: &str, leg: &ValidLeg) -> Vec<Note> {
         &leg.first_user_text,
         budget,
     );
-    match tokio::time::timeout(Duration::from_millis(config.inject_deadline_ms), lookup).await {
+    match tokio::time::timeout(config.inject_deadline(), lookup).await {
         Ok(Ok(notes)) => notes,
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "memory store failed; leg goes on without notes");
@@ -35,7 +33,7 @@ pub async fn notes(legs: &Legs, user_id: &str, leg: &ValidLeg) -> Vec<Note> {
         }
         Err(_) => {
             tracing::warn!(
-                deadline_ms = config.inject_deadline_ms,
+                deadline_ms = config.inject_deadline().as_millis(),
                 "memory store too slow; leg goes on without notes"
             );
             Vec::new()

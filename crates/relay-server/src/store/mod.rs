@@ -14,6 +14,7 @@ pub mod signin;
 pub mod sqlite;
 mod text;
 pub mod usage;
+pub mod vectors;
 
 pub use open::Stores;
 
@@ -267,6 +268,38 @@ pub trait MemoryStore: Send + Sync {
         query: &str,
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>>;
+    /// As `notes_for_injection`, with the question's embedding fused into the ranking (issue 44)
+    /// where the store holds the project's notes in memory; otherwise exactly
+    /// `notes_for_injection`.
+    async fn notes_for_injection_near(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        query: &str,
+        _near: &vectors::QueryVector,
+        budget: InjectBudget,
+    ) -> StoreResult<Vec<Note>> {
+        self.notes_for_injection(user_id, project_id, query, budget)
+            .await
+    }
+    /// Up to `limit` notes of any user with no vector of `model` (none yet, or one of another
+    /// model), newest first.
+    async fn notes_to_embed(
+        &self,
+        _model: &str,
+        _limit: u32,
+    ) -> StoreResult<Vec<vectors::ToEmbed>> {
+        Ok(Vec::new())
+    }
+    /// Keeps each note's vector of `model`, replacing any other. A note deleted, or edited to
+    /// another text, since it was read gets none.
+    async fn put_vectors(
+        &self,
+        _model: &str,
+        _vectors: Vec<(vectors::ToEmbed, vectors::Quantised)>,
+    ) -> StoreResult<()> {
+        Ok(())
+    }
     /// Counts one leg served in open mode (no accounts), for `GET /v1/me`.
     async fn count_open_leg(&self) -> StoreResult<()>;
     /// Legs served in open mode.

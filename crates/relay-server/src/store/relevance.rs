@@ -130,6 +130,24 @@ pub fn select(ranked: Vec<(Note, f64)>, budget: InjectBudget) -> Vec<Note> {
     chosen
 }
 
+/// Takes `ranked` (best first, already past whatever floor the ranking has) while the budget
+/// lasts, skipping a note too long for the characters left, as `select` does.
+pub fn fill(ranked: Vec<Note>, budget: InjectBudget) -> Vec<Note> {
+    let mut chars_left = budget.max_chars;
+    let mut chosen = Vec::new();
+    for note in ranked {
+        if chosen.len() == budget.max_notes {
+            break;
+        }
+        let len = note.note.chars().count();
+        if len <= chars_left {
+            chars_left -= len;
+            chosen.push(note);
+        }
+    }
+    chosen
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,7 @@ mod compat_controls;
 mod compat_sdk;
 mod console;
 mod docs;
+mod embeddings;
 mod fake_upstream;
 mod hardening;
 mod helpers;

@@ -7,10 +7,14 @@
 //! it, when within `NEIGHBOUR_SECS` of it: a conversation's turns or an agent's notes of one task,
 //! which answer a question together more often than apart ("when did she go?" is answered by the
 //! turn before "I went yesterday"). Measured on LoCoMo (BENCHMARKS.md, `relay-bench memory`).
+//! Notes written "in the same leg" need no rule of their own: no note is written inside a leg
+//! (notes come from `POST /v1/memory/remember` and MCP `remember`, which carry no leg), so the
+//! notes of one agent turn are the ones written within the window of each other.
 //!
 //! Notes are kept in write order (SQLite's rowid, PostgreSQL's per-project `seq`), so both
 //! backends hold the same entries for the same notes and rank alike.
 
+pub mod fusion;
 pub mod text;
 
 use std::collections::HashMap;
@@ -102,6 +106,59 @@ pub struct LexIndex {
     /// Indexed words over all notes, and over both notes of every neighbouring pair.
     own_words: u64,
     pair_words: u64,
+    /// Per entry, its indexed words, and whether the next entry is its neighbour: what a search
+    /// reads for every note it touches, kept apart from the entries (each with its note's text)
+    /// so that a search over thousands of notes stays in the cache.
+    lens: Vec<u32>,
+    linked_next: Vec<bool>,
+    /// Working arrays of finished searches, reused: allocating and zeroing them per search cost
+    /// more than the search at 100,000 notes.
+    spare: Spare,
+}
+
+/// Reusable `Scratch`es; a clone of the index starts with none.
+#[derive(Default)]
+struct Spare(std::sync::Mutex<Vec<Scratch>>);
+
+impl Clone for Spare {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl std::fmt::Debug for Spare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Spare")
+    }
+}
+
+impl Spare {
+    fn take(&self, entries: usize) -> Scratch {
+        let got = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        match got {
+            Some(mut s) if s.scores.len() >= entries => {
+                s.clear();
+                s
+            }
+            _ => Scratch::new(entries),
+        }
+    }
+
+    fn give(&self, mut s: Scratch) {
+        s.clear();
+        let mut spare = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // As many as searches run at once, at most a few.
+        if spare.len() < 4 {
+            spare.push(s);
+        }
+    }
 }
 
 impl LexIndex {
@@ -149,8 +206,13 @@ impl LexIndex {
                 && linked(prev, &entry)
             {
                 self.pair_words += u64::from(prev.len) + u64::from(len);
+                if let Some(last) = self.linked_next.last_mut() {
+                    *last = true;
+                }
             }
             self.entries.push(entry);
+            self.lens.push(len);
+            self.linked_next.push(false);
         }
         Some(self)
     }
@@ -200,6 +262,21 @@ impl LexIndex {
 
     /// The `top` best entries for `query`, best first (ties to the newest), with their scores.
     pub fn ranked(&self, query: &str, p: &Params, top: usize) -> Vec<(u32, f64)> {
+        let mut out = self.scored(query, p);
+        let order = |a: &(u32, f64), b: &(u32, f64)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
+        if top == 0 {
+            return Vec::new();
+        }
+        if out.len() > top {
+            out.select_nth_unstable_by(top - 1, order);
+            out.truncate(top);
+        }
+        out.sort_by(order);
+        out
+    }
+
+    /// Every entry that scores above 0 for `query`, in no order, with its score.
+    fn scored(&self, query: &str, p: &Params) -> Vec<(u32, f64)> {
         let stemmer = text::stemmer();
         let asked: Vec<(u32, f64)> = text::query_stems(&stemmer, query)
             .iter()
@@ -208,7 +285,7 @@ impl LexIndex {
         if asked.is_empty() || self.entries.is_empty() {
             return Vec::new();
         }
-        let mut acc = Scratch::new(self.entries.len());
+        let mut acc = self.spare.take(self.entries.len());
         self.accumulate(&asked, p, &mut acc);
         if p.prf_docs > 0 && p.prf_terms > 0 && p.prf_weight > 0.0 {
             let expansion = self.feedback(&acc, &asked, p);
@@ -219,22 +296,25 @@ impl LexIndex {
             .filter_map(|s| self.term_ids.get(s).copied())
             .collect();
         if p.entity > 0.0 && !names.is_empty() {
+            // Looked up in the names' postings (ascending by entry, contiguous), not in each
+            // touched entry's own terms: one cache miss fewer per note.
+            let lists: Vec<&Vec<(u32, u32)>> = names
+                .iter()
+                .filter_map(|id| self.postings.get(*id as usize))
+                .collect();
             for at in &acc.touched {
-                let (Some(e), Some(s)) = (
-                    self.entries.get(*at as usize),
-                    acc.scores.get_mut(*at as usize),
-                ) else {
+                let Some(s) = acc.scores.get_mut(*at as usize) else {
                     continue;
                 };
-                let held = names
+                let held = lists
                     .iter()
-                    .filter(|id| e.terms.binary_search_by_key(*id, |(t, _)| *t).is_ok())
+                    .filter(|list| list.binary_search_by_key(at, |(e, _)| *e).is_ok())
                     .count();
                 *s *= 1.0 + p.entity * held as f64 / names.len() as f64;
             }
         }
         let score = |at: u32| acc.scores.get(at as usize).copied().unwrap_or(0.0);
-        let mut out: Vec<(u32, f64)> = acc
+        let out = acc
             .touched
             .iter()
             .map(|&at| {
@@ -248,15 +328,7 @@ impl LexIndex {
             })
             .filter(|(_, s)| *s > 0.0)
             .collect();
-        let order = |a: &(u32, f64), b: &(u32, f64)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
-        if top == 0 {
-            return Vec::new();
-        }
-        if out.len() > top {
-            out.select_nth_unstable_by(top - 1, order);
-            out.truncate(top);
-        }
-        out.sort_by(order);
+        self.spare.give(acc);
         out
     }
 
@@ -343,27 +415,21 @@ impl LexIndex {
     /// The entries next to `at` that are its neighbours (at most two).
     fn neighbours(&self, at: u32) -> impl Iterator<Item = u32> + '_ {
         let i = at as usize;
-        let this = self.entries.get(i);
         let before = i
             .checked_sub(1)
-            .and_then(|j| self.entries.get(j))
-            .filter(|prev| this.is_some_and(|e| linked(prev, e)))
+            .filter(|j| self.linked_next.get(*j) == Some(&true))
             .map(|_| at - 1);
-        let after = self
-            .entries
-            .get(i + 1)
-            .filter(|next| this.is_some_and(|e| linked(e, next)))
-            .map(|_| at + 1);
+        let after = (self.linked_next.get(i) == Some(&true)).then(|| at + 1);
         before.into_iter().chain(after)
     }
 
     /// A note's length with its neighbours' words at `weight`.
     fn effective_len(&self, at: u32, weight: f64) -> f64 {
-        let own = self.entries.get(at as usize).map_or(0, |e| e.len);
-        let mut dl = f64::from(own);
+        let len = |i: u32| f64::from(self.lens.get(i as usize).copied().unwrap_or(0));
+        let mut dl = len(at);
         if weight > 0.0 {
             for nb in self.neighbours(at) {
-                dl += weight * f64::from(self.entries.get(nb as usize).map_or(0, |e| e.len));
+                dl += weight * len(nb);
             }
         }
         dl
@@ -391,6 +457,24 @@ impl Scratch {
             touched: Vec::new(),
             tf: vec![0.0; entries],
             tf_touched: Vec::new(),
+        }
+    }
+
+    /// Back to all zeroes, touching only what the last search touched.
+    fn clear(&mut self) {
+        for at in self.touched.drain(..) {
+            if let (Some(s), Some(seen)) = (
+                self.scores.get_mut(at as usize),
+                self.scored.get_mut(at as usize),
+            ) {
+                *s = 0.0;
+                *seen = false;
+            }
+        }
+        for at in self.tf_touched.drain(..) {
+            if let Some(f) = self.tf.get_mut(at as usize) {
+                *f = 0.0;
+            }
         }
     }
 

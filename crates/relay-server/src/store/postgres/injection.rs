@@ -21,6 +21,7 @@ use super::ranking::read_index;
 use crate::store::StoreResult;
 use crate::store::batch::Batcher;
 use crate::store::lexical::LexIndex;
+use crate::store::vectors::SharedVectors;
 
 /// (user id, project id).
 type Project = (String, String);
@@ -83,6 +84,8 @@ struct Indexed {
     version: i64,
     /// `None`: the project was too big to index at this version.
     lex: Option<Arc<LexIndex>>,
+    /// The project's note vectors, kept from one index of the project to the next.
+    vectors: SharedVectors,
 }
 
 #[derive(Default)]
@@ -165,6 +168,14 @@ impl InjectionCache {
         }
     }
 
+    /// The vectors held beside (user, project)'s index, if one is held.
+    pub fn vectors(&self, user_id: &str, project_id: &str) -> Option<SharedVectors> {
+        lock(&self.projects)
+            .slots
+            .get(&(user_id.to_owned(), project_id.to_owned()))
+            .map(|(ix, _)| ix.vectors.clone())
+    }
+
     /// Starts one background read of (user, project) into memory unless one is under way; the
     /// receiver turns `true` when it is done. The read goes on if the leg that started it stops
     /// waiting (its deadline), so the next legs find it.
@@ -204,8 +215,17 @@ impl InjectionCache {
     pub fn store(&self, user_id: &str, project_id: &str, version: i64, lex: Option<Arc<LexIndex>>) {
         let mut p = lock(&self.projects);
         let key = (user_id.to_owned(), project_id.to_owned());
+        let vectors = p
+            .slots
+            .get(&key)
+            .map(|(old, _)| old.vectors.clone())
+            .unwrap_or_default();
         p.remove(&key);
-        let slot = Indexed { version, lex };
+        let slot = Indexed {
+            version,
+            lex,
+            vectors,
+        };
         while p.notes + notes_of(&slot) > MAX_INDEXED_NOTES {
             let Some(oldest) = p
                 .slots

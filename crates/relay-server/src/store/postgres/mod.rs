@@ -18,6 +18,7 @@ mod ranking;
 mod reservations;
 mod signin;
 mod usage;
+mod vectors;
 
 use std::str::FromStr;
 use std::sync::Arc;

@@ -5,9 +5,11 @@ use async_trait::async_trait;
 
 use super::PgStore;
 use super::injection::Held;
+use super::vectors::vectors_after;
 use crate::domain::{NoteId, NoteText};
 use crate::store::rows::{NoteRow, note_columns};
 use crate::store::text::{folds_to, norm_hash};
+use crate::store::vectors::{self, Quantised, QueryVector, ToEmbed};
 use crate::store::{
     AuthStore, InjectBudget, MemoryStore, NewNote, Note, Remembered, StoreResult, relevance,
 };
@@ -217,30 +219,31 @@ impl MemoryStore for PgStore {
         query: &str,
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>> {
-        let Some(version) = self.injected.version(user_id, project_id).await? else {
-            let terms = relevance::query_terms(query);
-            return self.search_notes(user_id, project_id, &terms, budget).await;
-        };
-        let lex = match self.injected.get(user_id, project_id, version) {
-            Held::Ready(lex) => lex,
-            Held::TooBig => {
-                let terms = relevance::query_terms(query);
-                return self.search_notes(user_id, project_id, &terms, budget).await;
-            }
-            Held::Stale => {
-                let mut done = self.injected.refresh(&self.pool, user_id, project_id);
-                // Past the wait (or should the read fail) this leg ranks in the database.
-                let _ = tokio::time::timeout(relevance::BUILD_WAIT, done.wait_for(|d| *d)).await;
-                match self.injected.get(user_id, project_id, version) {
-                    Held::Ready(lex) => lex,
-                    _ => {
-                        let terms = relevance::query_terms(query);
-                        return self.search_notes(user_id, project_id, &terms, budget).await;
-                    }
-                }
-            }
-        };
-        Ok(lex.inject(query, budget))
+        self.inject(user_id, project_id, query, None, budget).await
+    }
+
+    async fn notes_for_injection_near(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        query: &str,
+        near: &QueryVector,
+        budget: InjectBudget,
+    ) -> StoreResult<Vec<Note>> {
+        self.inject(user_id, project_id, query, Some(near), budget)
+            .await
+    }
+
+    async fn notes_to_embed(&self, model: &str, limit: u32) -> StoreResult<Vec<ToEmbed>> {
+        self.to_embed(model, limit).await
+    }
+
+    async fn put_vectors(
+        &self,
+        model: &str,
+        vectors: Vec<(ToEmbed, Quantised)>,
+    ) -> StoreResult<()> {
+        self.put(model, vectors).await
     }
 
     async fn count_open_leg(&self) -> StoreResult<()> {
@@ -285,5 +288,63 @@ impl MemoryStore for PgStore {
 
     async fn ping(&self) -> StoreResult<()> {
         AuthStore::ping(self).await
+    }
+}
+
+impl PgStore {
+    /// `notes_for_injection`, fused with `near` when given (issue 44).
+    async fn inject(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        query: &str,
+        near: Option<&QueryVector>,
+        budget: InjectBudget,
+    ) -> StoreResult<Vec<Note>> {
+        let Some(version) = self.injected.version(user_id, project_id).await? else {
+            let terms = relevance::query_terms(query);
+            return self.search_notes(user_id, project_id, &terms, budget).await;
+        };
+        let lex = match self.injected.get(user_id, project_id, version) {
+            Held::Ready(lex) => lex,
+            Held::TooBig => {
+                let terms = relevance::query_terms(query);
+                return self.search_notes(user_id, project_id, &terms, budget).await;
+            }
+            Held::Stale => {
+                let mut done = self.injected.refresh(&self.pool, user_id, project_id);
+                // Past the wait (or should the read fail) this leg ranks in the database.
+                let _ = tokio::time::timeout(relevance::BUILD_WAIT, done.wait_for(|d| *d)).await;
+                match self.injected.get(user_id, project_id, version) {
+                    Held::Ready(lex) => lex,
+                    _ => {
+                        let terms = relevance::query_terms(query);
+                        return self.search_notes(user_id, project_id, &terms, budget).await;
+                    }
+                }
+            }
+        };
+        let Some(near) = near else {
+            return Ok(lex.inject(query, budget));
+        };
+        if let Some(all) = lex.whole(budget) {
+            return Ok(all);
+        }
+        let Some(shared) = self.injected.vectors(user_id, project_id) else {
+            return Ok(lex.inject(query, budget));
+        };
+        let after = vectors::lock(&shared).read_after(&near.model, lex.note_count());
+        match vectors_after(&self.pool, user_id, project_id, &near.model, after).await {
+            Ok(rows) => {
+                let mut set = vectors::lock(&shared);
+                set.add(rows);
+                Ok(lex.inject_near(query, near, &set, budget))
+            }
+            Err(e) => {
+                // The vectors cannot be read: this leg ranks lexically, as without embeddings.
+                tracing::debug!(error = %e, "note vectors not read; lexical ranking");
+                Ok(lex.inject(query, budget))
+            }
+        }
     }
 }

@@ -15,8 +15,10 @@ use sqlx::sqlite::SqlitePool;
 use tokio::sync::watch;
 
 use super::snapshot::{SnapshotReader, snapshot};
+use super::vectors::vectors_after;
 use crate::store::lexical::{LexIndex, Row};
 use crate::store::rows::{NoteRow, note_columns};
+use crate::store::vectors::{self, QueryVector, SharedVectors};
 use crate::store::{InjectBudget, Note, StoreResult, relevance};
 
 /// Notes kept in memory over all indexed projects; least recently used projects go first. A
@@ -42,6 +44,8 @@ pub struct ProjectIndex {
     /// index only needs the notes added since.
     rewritten: i64,
     lex: LexIndex,
+    /// The project's note vectors, kept from one index of the project to the next.
+    vectors: SharedVectors,
 }
 
 enum Slot {
@@ -107,6 +111,7 @@ impl Injection {
         user_id: &str,
         project_id: &str,
         query: &str,
+        near: Option<&QueryVector>,
         budget: InjectBudget,
     ) -> StoreResult<Option<Vec<Note>>> {
         let inline = self.reader.as_ref().map(|r| r.read(user_id, project_id));
@@ -136,7 +141,25 @@ impl Injection {
                 }
             }
         };
-        Ok(Some(index.lex.inject(query, budget)))
+        let Some(near) = near else {
+            return Ok(Some(index.lex.inject(query, budget)));
+        };
+        if let Some(all) = index.lex.whole(budget) {
+            return Ok(Some(all));
+        }
+        let after = vectors::lock(&index.vectors).read_after(&near.model, index.lex.note_count());
+        match vectors_after(pool, user_id, project_id, &near.model, after).await {
+            Ok(rows) => {
+                let mut set = vectors::lock(&index.vectors);
+                set.add(rows);
+                Ok(Some(index.lex.inject_near(query, near, &set, budget)))
+            }
+            Err(e) => {
+                // The vectors cannot be read: this leg ranks lexically, as without embeddings.
+                tracing::debug!(error = %e, "note vectors not read; lexical ranking");
+                Ok(Some(index.lex.inject(query, budget)))
+            }
+        }
     }
 
     /// What is held for (user, project), judged against its `version` now.
@@ -276,6 +299,10 @@ impl Injection {
         )
         .await?;
         let total = rows.len() + base.map_or(0, |ix| ix.lex.note_count());
+        let vectors = held
+            .as_ref()
+            .map(|ix| ix.vectors.clone())
+            .unwrap_or_default();
         let slot = if total > MAX_INDEXED_NOTES {
             Slot::Unindexed(version)
         } else {
@@ -288,6 +315,7 @@ impl Injection {
                     version,
                     rewritten,
                     lex,
+                    vectors,
                 }))
             })
         };
@@ -417,7 +445,7 @@ mod tests {
             for b in [budget(8, 6_000), budget(3, 200)] {
                 let fast = store
                     .injection
-                    .notes(&store.pool, "u1", "p", q, b)
+                    .notes(&store.pool, "u1", "p", q, None, b)
                     .await
                     .unwrap()
                     .expect("the index is current");
@@ -428,7 +456,7 @@ mod tests {
         // "40" is in note 40 alone: found first.
         let found = store
             .injection
-            .notes(&store.pool, "u1", "p", "ref 40", budget(8, 6_000))
+            .notes(&store.pool, "u1", "p", "ref 40", None, budget(8, 6_000))
             .await
             .unwrap()
             .expect("current");
@@ -439,7 +467,7 @@ mod tests {
         store.build_injection_index("u1", "small").await.unwrap();
         let fast = store
             .injection
-            .notes(&store.pool, "u1", "small", "tests", budget(8, 6_000))
+            .notes(&store.pool, "u1", "small", "tests", None, budget(8, 6_000))
             .await
             .unwrap()
             .expect("current");
@@ -472,7 +500,7 @@ mod tests {
         // index to be extended with B's note, or ranks by SQL.
         let from_index = a
             .injection
-            .notes(&a.pool, "u1", "p", q, budget(8, 6_000))
+            .notes(&a.pool, "u1", "p", q, None, budget(8, 6_000))
             .await
             .unwrap();
         assert!(from_index.is_none_or(|notes| notes.len() == 1));

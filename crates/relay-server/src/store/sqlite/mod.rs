@@ -26,6 +26,7 @@ mod ranking;
 mod reservations;
 mod signin;
 mod usage;
+mod vectors;
 
 mod bulk;
 mod injection;

@@ -7,6 +7,7 @@ use super::SqliteStore;
 use crate::domain::{NoteId, NoteText};
 use crate::store::rows::{self, NoteRow, note_columns};
 use crate::store::text::norm_hash;
+use crate::store::vectors::{Quantised, QueryVector, ToEmbed};
 use crate::store::{AuthStore, InjectBudget, MemoryStore, NewNote, Note, Remembered, StoreResult};
 
 /// An edited note and its row key, which names its full-text row.
@@ -182,7 +183,31 @@ impl MemoryStore for SqliteStore {
         query: &str,
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>> {
-        self.inject(user_id, project_id, query, budget).await
+        self.inject(user_id, project_id, query, None, budget).await
+    }
+
+    async fn notes_for_injection_near(
+        &self,
+        user_id: &str,
+        project_id: &str,
+        query: &str,
+        near: &QueryVector,
+        budget: InjectBudget,
+    ) -> StoreResult<Vec<Note>> {
+        self.inject(user_id, project_id, query, Some(near), budget)
+            .await
+    }
+
+    async fn notes_to_embed(&self, model: &str, limit: u32) -> StoreResult<Vec<ToEmbed>> {
+        self.to_embed(model, limit).await
+    }
+
+    async fn put_vectors(
+        &self,
+        model: &str,
+        vectors: Vec<(ToEmbed, Quantised)>,
+    ) -> StoreResult<()> {
+        self.put(model, vectors).await
     }
 
     async fn count_open_leg(&self) -> StoreResult<()> {

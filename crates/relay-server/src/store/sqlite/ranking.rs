@@ -4,6 +4,7 @@
 
 use super::SqliteStore;
 use crate::store::rows::{self, NoteRow, RankedRow, note_columns};
+use crate::store::vectors::QueryVector;
 use crate::store::{InjectBudget, Note, StoreResult, relevance};
 
 impl SqliteStore {
@@ -83,11 +84,12 @@ impl SqliteStore {
         user_id: &str,
         project_id: &str,
         query: &str,
+        near: Option<&QueryVector>,
         budget: InjectBudget,
     ) -> StoreResult<Vec<Note>> {
         match self
             .injection
-            .notes(&self.pool, user_id, project_id, query, budget)
+            .notes(&self.pool, user_id, project_id, query, near, budget)
             .await
         {
             Ok(Some(notes)) => return Ok(notes),
