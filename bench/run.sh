@@ -6,6 +6,12 @@
 #
 #   bench/run.sh            the full run (about 20 minutes, plus the first-time installs)
 #   bench/run.sh --smoke    the tiny version: seconds, no LiteLLM, checks the pipeline only
+#   bench/run.sh --stage NAME [ARGS...]
+#                           one stage only, its figures as JSON on standard output: `ledger`
+#                           (ledger on/off: p99 and CPU per leg at --rate, --max for the highest
+#                           rate held), `doors` (Claude Code-sized /v1/messages calls beside the
+#                           bare proxy), `cache`, `usage-query`, `streams`, `inject`, `profile`;
+#                           `relay-bench NAME --help` lists each one's options
 #
 # Environment: CARGO_TARGET_DIR (default: the workspace's target/), BENCH_WAIT_LOAD=1 to wait (up to
 # 15 minutes) for the 1-minute load average to drop under 1.5 before measuring, RELAY_BENCH_PG_URL
@@ -18,9 +24,15 @@ cd "$root"
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 export CARGO_TARGET_DIR="$target_dir"
 
+label="bench/run.sh${*:+ $*}"
 smoke=0
-for arg in "$@"; do
-    [[ "$arg" == "--smoke" ]] && smoke=1
+stage=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --smoke) smoke=1; shift ;;
+        --stage) shift; stage=("$@"); break ;;
+        *) echo "bench/run.sh: unknown option $1 (--smoke, --stage NAME [ARGS...])" >&2; exit 2 ;;
+    esac
 done
 
 echo "== building relay and relay-bench (release)" >&2
@@ -37,7 +49,7 @@ if [[ -z "$oha_bin" && "$smoke" == 0 ]]; then
 fi
 
 litellm_bin="$root/bench/.venv/bin/litellm"
-if [[ ! -x "$litellm_bin" && "$smoke" == 0 ]]; then
+if [[ ! -x "$litellm_bin" && "$smoke" == 0 && ${#stage[@]} -eq 0 ]]; then
     echo "== installing litellm[proxy] from PyPI into bench/.venv (about a minute, once)" >&2
     python3 -m venv "$root/bench/.venv"
     "$root/bench/.venv/bin/pip" install --quiet 'litellm[proxy]'
@@ -59,8 +71,11 @@ if [[ "${BENCH_WAIT_LOAD:-0}" == 1 ]]; then
 fi
 
 mkdir -p "$root/bench/results"
-args=(--relay-bin "$target_dir/release/relay" --command-label "bench/run.sh${*:+ $*}")
+args=(--relay-bin "$target_dir/release/relay" --command-label "$label")
 [[ -n "$oha_bin" ]] && args+=(--oha "$oha_bin")
+if [[ ${#stage[@]} -gt 0 ]]; then
+    exec "$target_dir/release/relay-bench" "${args[@]}" --no-litellm "${stage[@]}"
+fi
 if [[ "$smoke" == 1 ]]; then
     args+=(--smoke --out "$root/bench/results/smoke.md" --json "$root/bench/results/smoke.json")
 else

@@ -76,6 +76,7 @@ pub fn router(base: String, client: Client, ca_file: Option<&Path>) -> Result<ax
     };
     Ok(axum::Router::new()
         .route("/v1/agent/stream", post(leg))
+        .route("/v1/messages", post(messages))
         .with_state(upstream))
 }
 
@@ -97,6 +98,45 @@ async fn leg(axum::extract::State(up): axum::extract::State<Upstream>, body: Byt
     };
     match chunks {
         Ok(chunks) => ndjson(chunks),
+        Err(e) => (StatusCode::BAD_GATEWAY, format!("{e:#}")).into_response(),
+    }
+}
+
+/// `POST /v1/messages` forwarded as it is: the client's bytes upstream (`…/v1/messages` of the
+/// same origin) on Relay's own HTTP/1.1 connections, the answer's bytes back as they arrive. The
+/// floor of the door rows (`crate::doors`), the least a same-family proxy can do.
+async fn messages(
+    axum::extract::State(up): axum::extract::State<Upstream>,
+    body: Bytes,
+) -> Response {
+    let forwarded = async {
+        let url = reqwest::Url::parse(&format!("{}/messages", up.base))?;
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        );
+        let answer = up
+            .lanes
+            .plain()
+            .post(&url, headers, body.to_vec())
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        anyhow::ensure!(answer.status.is_success(), "upstream {}", answer.status);
+        anyhow::Ok(answer.body)
+    };
+    match forwarded.await {
+        Ok(chunks) => {
+            let body = chunks
+                .take_while(|c| std::future::ready(c.is_ok()))
+                .filter_map(|c| std::future::ready(c.ok().map(Ok::<Bytes, Infallible>)));
+            let mut response = Response::new(Body::from_stream(body));
+            response.headers_mut().insert(
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static("text/event-stream"),
+            );
+            response
+        }
         Err(e) => (StatusCode::BAD_GATEWAY, format!("{e:#}")).into_response(),
     }
 }

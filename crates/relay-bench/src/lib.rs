@@ -5,6 +5,7 @@
 pub mod cache_mock;
 pub mod child;
 pub mod data;
+pub mod doors;
 pub mod floor;
 pub mod inject;
 pub mod litellm;

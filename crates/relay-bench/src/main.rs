@@ -95,7 +95,8 @@ enum Command {
     },
     /// Only the prompt-cache rows: 20-leg tool sessions per door, direct and through Relay.
     Cache,
-    /// Only the usage ledger on/off rows: CPU per leg at `--rate`, alternating `--rounds` times.
+    /// Only the usage ledger on/off rows: p99 and CPU per leg at `--rate`, alternating `--rounds`
+    /// times; with `--max`, also each one's highest rate held (the full run's ladder).
     Ledger {
         #[arg(long, default_value_t = 1000)]
         rate: u32,
@@ -103,6 +104,17 @@ enum Command {
         secs: u64,
         #[arg(long, default_value_t = 2)]
         rounds: usize,
+        #[arg(long)]
+        max: bool,
+    },
+    /// Only the door rows: Claude Code-sized `/v1/messages` calls, one at a time, straight to the
+    /// mock, through the bare proxy and through Relay, in `--rounds` alternating rounds of
+    /// `--secs` seconds per path.
+    Doors {
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        #[arg(long, default_value_t = 2.0)]
+        secs: f64,
     },
     /// Only the `GET /v1/usage` row: a fresh store filled with `--records` records.
     UsageQuery {
@@ -250,6 +262,7 @@ fn real_main() -> Result<ExitCode> {
                 | Command::Ledger { .. }
                 | Command::UsageQuery { .. }
                 | Command::Profile { .. }
+                | Command::Doors { .. }
         )
     );
     let oha = match cli.oha.clone().or_else(|| which("oha")) {
@@ -327,13 +340,27 @@ fn real_main() -> Result<ExitCode> {
         Some(Command::Cache) => {
             return json_out(&runtime.block_on(relay_bench::run::cache_only(&opts))?);
         }
-        Some(Command::Ledger { rate, secs, rounds }) => {
+        Some(Command::Ledger {
+            rate,
+            secs,
+            rounds,
+            max,
+        }) => {
+            let search = max.then(|| Scale::full().ledger_max);
             return json_out(&runtime.block_on(relay_bench::run::ledger_only(
                 &opts,
                 rate,
                 Duration::from_secs(secs),
                 rounds,
+                search.as_ref(),
             ))?);
+        }
+        Some(Command::Doors { rounds, secs }) => {
+            let scale = relay_bench::run::DoorScale {
+                rounds,
+                per_round: Duration::from_secs_f64(secs),
+            };
+            return json_out(&runtime.block_on(relay_bench::run::doors_only(&opts, scale))?);
         }
         Some(Command::UsageQuery { records, calls }) => {
             return json_out(

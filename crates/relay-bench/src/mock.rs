@@ -56,6 +56,7 @@ const SLOW_FIRST: &str = "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.com
 pub fn router() -> Router {
     Router::new()
         .route("/v1/chat/completions", post(completions))
+        .route("/v1/messages", post(crate::doors::messages_answer))
         .route("/health", get(|| async { "ok" }))
         .with_state(Arc::new(AtomicU64::new(0)))
 }

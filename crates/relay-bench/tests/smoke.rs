@@ -49,9 +49,15 @@ fn smoke_pipeline_produces_every_figure() {
         "Prompt-cache share, 20-leg tool session, native: openai, notes injected",
         "usage ledger off",
         "GET /v1/usage?group_by=project over 20000 records",
+        "usage ledger on / off (ms; median",
+        "Claude Code body of 87 KB → anthropic",
+        "translated (openai provider): CPU per call",
     ] {
         assert!(table.contains(figure), "{figure} is missing from\n{table}");
     }
+    // The door rows: three sizes through the same family, one translated.
+    assert_eq!(report.doors.len(), 4, "{table}");
+    assert!(report.doors[2].body_bytes >= 1_000_000, "{table}");
     assert_eq!(report.streams.opened, 200, "{table}");
     // The open-stream baseline: the bare proxy, once per upstream client, the same legs open.
     assert_eq!(report.streams_floor.len(), 3, "{table}");

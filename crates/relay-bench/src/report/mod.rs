@@ -2,6 +2,7 @@
 //! and the ratios Relay ÷ direct and Relay ÷ LiteLLM.
 
 mod cache;
+mod doors;
 mod format;
 mod postgres;
 mod streams;
@@ -91,6 +92,8 @@ pub struct Report {
     pub ledger: Option<crate::run::LedgerFigures>,
     /// `GET /v1/usage` over a filled store.
     pub usage_query: Option<crate::run::UsageQueryFigures>,
+    /// Claude Code-sized calls through `/v1/messages` beside the bare proxy (issue 39).
+    pub doors: Vec<crate::doors::DoorRow>,
     pub caveats: Vec<String>,
 }
 
@@ -178,6 +181,7 @@ impl Report {
             missing.push("notes injected into legs");
         }
         self.issue_32_35_missing(&mut missing);
+        self.issue_39_missing(&mut missing);
         missing
     }
 
@@ -253,6 +257,8 @@ impl Report {
         );
         self.postgres_rows(&mut t);
         self.usage_rows(&mut t);
+        self.ledger_rows(&mut t);
+        self.door_rows(&mut t);
         self.stream_rows(&mut t);
         self.cache_rows(&mut t);
         for inj in &self.injection {

@@ -4,6 +4,7 @@
 //! own highest rate. The full run and smoke mode are the same code at different scales.
 
 mod cache;
+mod doors;
 mod postgres;
 mod profile;
 mod steps;
@@ -11,11 +12,12 @@ mod streams;
 mod usage;
 
 pub use cache::{CacheRow, LEGS as CACHE_LEGS};
+pub use doors::DoorScale;
 pub use postgres::{DEFAULT_ADMIN_URL, FreshDb, PostgresFigures};
 pub use profile::{Work, profile};
 pub use streams::streams_only;
 use streams::{floor_streams, https_streams, warm_then_hold};
-pub use usage::{LedgerFigures, UsageQueryFigures};
+pub use usage::{LedgerFigures, MaxSearch, UsageQueryFigures};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -65,6 +67,10 @@ pub struct Scale {
     /// The ledger on/off comparison: seconds per measured run, and rounds of (on, off).
     pub ledger_secs: f64,
     pub ledger_rounds: usize,
+    /// The highest-rate search with the ledger on and off.
+    pub ledger_max: MaxSearch,
+    /// The door rows: alternating rounds of each path at each body size.
+    pub doors: DoorScale,
 }
 
 impl Scale {
@@ -93,6 +99,15 @@ impl Scale {
             usage_calls: 200,
             ledger_secs: 10.0,
             ledger_rounds: 2,
+            ledger_max: MaxSearch {
+                ladder: vec![1_000, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000, 10_000],
+                bisect: 2,
+                step: Duration::from_secs(5),
+            },
+            doors: DoorScale {
+                rounds: 3,
+                per_round: Duration::from_secs(2),
+            },
         }
     }
 
@@ -119,6 +134,15 @@ impl Scale {
             usage_calls: 20,
             ledger_secs: 1.0,
             ledger_rounds: 1,
+            ledger_max: MaxSearch {
+                ladder: vec![50, 100],
+                bisect: 0,
+                step: Duration::from_secs(1),
+            },
+            doors: DoorScale {
+                rounds: 1,
+                per_round: Duration::from_millis(200),
+            },
         }
     }
 }
@@ -334,11 +358,15 @@ pub async fn run(opts: &Options) -> Result<Report> {
         cache::LEGS
     );
     report.cache = cache::measure(opts, dir.path()).await?;
-    let ledger_rate = report
-        .relay_max
-        .rate
-        .max(scale.rates.first().copied().unwrap_or(50));
-    eprintln!("relay-bench: CPU per leg at {ledger_rate} legs/s, usage ledger on and off");
+    // At the rate the latency targets are stated at (smoke: its one rate).
+    let ledger_rate = if scale.rates.contains(&crate::report::TARGET_RATE) {
+        crate::report::TARGET_RATE
+    } else {
+        scale.rates.first().copied().unwrap_or(50)
+    };
+    eprintln!(
+        "relay-bench: p99 and CPU per leg at {ledger_rate} legs/s and the highest rate held, usage ledger on and off"
+    );
     report.ledger = Some(
         usage::ledger_cpu(
             opts,
@@ -347,9 +375,12 @@ pub async fn run(opts: &Options) -> Result<Report> {
             ledger_rate,
             secs(scale.ledger_secs),
             scale.ledger_rounds,
+            Some(&scale.ledger_max),
         )
         .await?,
     );
+    eprintln!("relay-bench: Claude Code-sized calls through /v1/messages, beside the bare proxy");
+    report.doors = doors::measure(opts, &mock, dir.path(), scale.doors).await?;
     eprintln!(
         "relay-bench: GET /v1/usage over {} ledger records",
         scale.usage_records
@@ -422,16 +453,27 @@ pub async fn cache_only(opts: &Options) -> Result<Vec<CacheRow>> {
     cache::measure(opts, dir.path()).await
 }
 
-/// Only the ledger on/off rows at `rate` (`relay-bench ledger`).
+/// Only the ledger on/off rows at `rate` (`relay-bench ledger`), with the highest-rate search
+/// when `max` is given.
 pub async fn ledger_only(
     opts: &Options,
     rate: u32,
     duration: Duration,
     rounds: usize,
+    max: Option<&MaxSearch>,
 ) -> Result<LedgerFigures> {
     let dir = tempfile::tempdir()?;
     let mock = start_mock(opts).await?;
-    let result = usage::ledger_cpu(opts, &mock, dir.path(), rate, duration, rounds).await;
+    let result = usage::ledger_cpu(opts, &mock, dir.path(), rate, duration, rounds, max).await;
+    mock.stop().await;
+    result
+}
+
+/// Only the door rows (`relay-bench doors`).
+pub async fn doors_only(opts: &Options, scale: DoorScale) -> Result<Vec<crate::doors::DoorRow>> {
+    let dir = tempfile::tempdir()?;
+    let mock = start_mock(opts).await?;
+    let result = doors::measure(opts, &mock, dir.path(), scale).await;
     mock.stop().await;
     result
 }

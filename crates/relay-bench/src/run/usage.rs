@@ -10,12 +10,14 @@ use serde::Serialize;
 
 use super::Options;
 use super::steps::{
-    admin_token, http_client, load_generator, measured, seed_notes, settle, start_relay,
+    admin_token, highest_rate, http_client, load_generator, measured, seed_notes, settle,
+    start_relay,
 };
 use crate::data::{FAST_MODEL, PROJECT, relay_leg};
 use crate::load::{LoadResult, Pace, Target};
 use crate::mock::Mock;
 use crate::relay;
+use crate::report::MaxRate;
 
 /// One ledger setting's measured rounds at one rate.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -24,6 +26,13 @@ pub struct LedgerSide {
 }
 
 impl LedgerSide {
+    /// The median of the rounds' p99 (ms).
+    pub fn p99_ms(&self) -> f64 {
+        let mut p99: Vec<f64> = self.rounds.iter().map(|(r, _)| r.p99_ms).collect();
+        p99.sort_by(f64::total_cmp);
+        p99.get(p99.len() / 2).copied().unwrap_or(f64::NAN)
+    }
+
     /// CPU ms per leg over every round, weighted by the legs served.
     pub fn cpu_ms_per_leg(&self) -> f64 {
         let legs: f64 = self.rounds.iter().map(|(r, _)| r.ok as f64).sum();
@@ -38,6 +47,9 @@ pub struct LedgerFigures {
     pub secs: f64,
     pub on: LedgerSide,
     pub off: LedgerSide,
+    /// The highest rate each held (p99 < 50 ms), when searched: (on, off).
+    pub max_on: Option<MaxRate>,
+    pub max_off: Option<MaxRate>,
 }
 
 impl LedgerFigures {
@@ -47,8 +59,18 @@ impl LedgerFigures {
     }
 }
 
+/// The highest-rate search of the ledger rows: a ladder from the target rate up, then `bisect`
+/// steps, `step` each.
+#[derive(Debug, Clone)]
+pub struct MaxSearch {
+    pub ladder: Vec<u32>,
+    pub bisect: u32,
+    pub step: Duration,
+}
+
 /// Starts a Relay with `[usage] ledger = on` and one with it off (each on a fresh SQLite store,
-/// the notes seeded), then runs legs at `rate` for `duration` against each in turn, `rounds` times.
+/// the notes seeded), then runs legs at `rate` for `duration` against each in turn, `rounds` times;
+/// then, with `max`, searches each one's highest rate held (off first, then on).
 pub async fn ledger_cpu(
     opts: &Options,
     mock: &Mock,
@@ -56,6 +78,7 @@ pub async fn ledger_cpu(
     rate: u32,
     duration: Duration,
     rounds: usize,
+    max: Option<&MaxSearch>,
 ) -> Result<LedgerFigures> {
     let http = http_client()?;
     let generator = load_generator(opts, dir)?;
@@ -109,6 +132,29 @@ pub async fn ledger_cpu(
                 figures.on.rounds.push(measured);
             } else {
                 figures.off.rounds.push(measured);
+            }
+        }
+    }
+    if let Some(search) = max {
+        for i in [1, 0] {
+            let (on, relay, target) = &relays[i];
+            eprintln!(
+                "  ledger {}: the highest rate held",
+                if *on { "on" } else { "off" }
+            );
+            let found = highest_rate(
+                &generator,
+                target,
+                &search.ladder,
+                search.bisect,
+                search.step,
+                relay.pid,
+            )
+            .await?;
+            if *on {
+                figures.max_on = Some(found);
+            } else {
+                figures.max_off = Some(found);
             }
         }
     }

@@ -14,6 +14,7 @@ pub mod signin;
 pub mod sqlite;
 mod text;
 pub mod usage;
+mod usage_rows;
 pub mod vectors;
 
 pub use open::Stores;

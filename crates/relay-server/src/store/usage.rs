@@ -112,36 +112,6 @@ macro_rules! saturating_add {
 }
 pub(crate) use saturating_add;
 
-/// SQL that is true unless the account `$user` was erased at or after `$started` (Unix ms): the
-/// guard on a record's row and its daily roll-up.
-macro_rules! not_erased {
-    ($user:literal, $started:literal) => {
-        concat!(
-            "NOT EXISTS (SELECT 1 FROM usage_erasures WHERE user_id = ",
-            $user,
-            " AND erased_at >= ",
-            $started,
-            ")"
-        )
-    };
-}
-pub(crate) use not_erased;
-
-/// As `not_erased`, for the month's token count: only an account's deletion (`counters`) drops
-/// it; `DELETE /v1/memory/all` leaves a budget counting what the leg used.
-macro_rules! counted {
-    ($user:literal, $started:literal) => {
-        concat!(
-            "NOT EXISTS (SELECT 1 FROM usage_erasures WHERE user_id = ",
-            $user,
-            " AND erased_at >= ",
-            $started,
-            " AND counters)"
-        )
-    };
-}
-pub(crate) use counted;
-
 /// Now in Unix milliseconds, the erasure markers' clock (the same clock as a record's `at`).
 pub fn now_ms() -> i64 {
     #[allow(clippy::cast_possible_truncation, reason = "Unix milliseconds fit i64")]
@@ -299,8 +269,9 @@ pub struct StoredLeg {
 
 #[async_trait]
 pub trait UsageStore: Send + Sync {
-    /// Writes a batch of records and adds each one's tokens to its account's month, in one
-    /// transaction. Every figure is clamped (`LegRecord::clamp`) and every sum held below 2^63; a
+    /// Writes a batch of records, adds each one's tokens to its account's month and its day's
+    /// roll-up row and settles its reservation, in one transaction (a few statements per batch,
+    /// `usage_rows`). Every figure is clamped (`LegRecord::clamp`) and every sum held below 2^63; a
     /// record of a leg that started at or before its account's erasure is not written.
     async fn insert_legs(&self, records: &[LegRecord]) -> StoreResult<()>;
     /// The sums per key of the records the query covers, in no particular order.
@@ -312,8 +283,6 @@ pub trait UsageStore: Send + Sync {
         before: Option<i64>,
         limit: u32,
     ) -> StoreResult<Vec<StoredLeg>>;
-    /// Input plus output tokens the account used in a month (`YYYYMM`).
-    async fn month_tokens(&self, user_id: &str, month: i64) -> StoreResult<i64>;
     /// The account's own budget (`None`: none set) and its tokens in `month`, in one read.
     async fn budget_and_month(&self, user_id: &str, month: i64) -> StoreResult<(Option<i64>, i64)>;
     /// Sets the account's monthly token budget (-1 unlimited).

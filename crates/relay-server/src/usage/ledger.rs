@@ -2,6 +2,13 @@
 //! one background task writes the records in batches (every `batch_size` records or `flush_ms`
 //! after a batch's first record), and another prunes records past `retention_days`.
 //!
+//! A batch goes to the store in chunks of `CHUNK` records, each its own short transaction, with
+//! the runtime given back between them: a store holds its write lock (SQLite) or its rows
+//! (PostgreSQL) for one chunk at a time, so a leg's quota write or budget reservation that comes
+//! meanwhile waits for a chunk at most, never for a whole batch (issue 39). Each chunk counts its
+//! records' tokens and settles their reservations in its own transaction, so the month's count
+//! that budgets read stays exact at every moment.
+//!
 //! A crash loses the batch being gathered (at most `batch_size` records, at most `flush_ms` old);
 //! a shutdown (`close`) writes everything queued first.
 
@@ -25,8 +32,11 @@ const QUEUE: usize = 16_384;
 /// How often old records are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
-/// Tries of one batch before it is given up (logged with its size).
+/// Tries of one chunk before it is given up (logged with its size).
 const TRIES: u32 = 3;
+
+/// Records per transaction: on SQLite about 0.1 ms of holding the write lock in a release build.
+const CHUNK: usize = 32;
 
 /// The ledger's sending side and its background tasks.
 pub struct Ledger {
@@ -77,10 +87,6 @@ impl Ledger {
             tasks.push(pruner);
         }
         ledger
-    }
-
-    pub fn prices(&self) -> &PriceList {
-        &self.prices
     }
 
     pub fn store(&self) -> &Arc<dyn UsageStore> {
@@ -205,20 +211,32 @@ async fn write_batches(
                 () = stop.cancelled() => break,
             }
         }
-        write(store.as_ref(), &mut batch).await;
+        write_chunked(store.as_ref(), &mut batch).await;
     }
     // Shutdown: what is queued is written before the process exits.
     queued.close();
     while let Some(r) = queued.recv().await {
         batch.push(r);
         if batch.len() >= size {
-            write(store.as_ref(), &mut batch).await;
+            write_chunked(store.as_ref(), &mut batch).await;
         }
     }
-    write(store.as_ref(), &mut batch).await;
+    write_chunked(store.as_ref(), &mut batch).await;
 }
 
-/// Writes a batch, retrying it as a whole (the store may be briefly away); if it still fails and
+/// Writes a batch `CHUNK` records at a time, yielding between chunks so that the legs' own
+/// store writes queued meanwhile run first.
+async fn write_chunked(store: &dyn UsageStore, batch: &mut Vec<LegRecord>) {
+    let mut rest = std::mem::take(batch);
+    while !rest.is_empty() {
+        let tail = rest.split_off(rest.len().min(CHUNK));
+        write(store, &mut rest).await;
+        rest = tail;
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Writes a chunk, retrying it as a whole (the store may be briefly away); if it still fails and
 /// holds more than one record, each record alone, so that one the store refuses loses only itself.
 async fn write(store: &dyn UsageStore, batch: &mut Vec<LegRecord>) {
     if batch.is_empty() {
@@ -315,9 +333,6 @@ mod tests {
         async fn legs(&self, _: &LegFilter, _: Option<i64>, _: u32) -> StoreResult<Vec<StoredLeg>> {
             Ok(Vec::new())
         }
-        async fn month_tokens(&self, _: &str, _: i64) -> StoreResult<i64> {
-            Ok(0)
-        }
         async fn budget_and_month(&self, _: &str, _: i64) -> StoreResult<(Option<i64>, i64)> {
             Ok((None, 0))
         }
@@ -391,6 +406,18 @@ mod tests {
         assert_eq!(*store.written.lock().unwrap(), ["a", "b"]);
         // The batch three times, then each record once.
         assert_eq!(*store.calls.lock().unwrap(), TRIES as usize + 3);
+    }
+
+    #[tokio::test]
+    async fn a_batch_goes_to_the_store_in_short_chunks() {
+        let store = Picky::default();
+        let mut batch: Vec<_> = (0..2 * CHUNK + 6).map(|i| record(&i.to_string())).collect();
+        write_chunked(&store, &mut batch).await;
+        assert!(batch.is_empty());
+        let written = store.written.lock().unwrap().clone();
+        let expected: Vec<_> = (0..2 * CHUNK + 6).map(|i| i.to_string()).collect();
+        assert_eq!(written, expected, "every record once, in order");
+        assert_eq!(*store.calls.lock().unwrap(), 3);
     }
 
     #[test]

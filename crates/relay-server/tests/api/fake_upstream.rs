@@ -201,7 +201,20 @@ fn sse(body: Body) -> Response {
 }
 
 /// `data: {json}\n\n`
-pub fn data(v: Value) -> String {
+/// One SSE event. A chunk gets the fields every Chat Completions chunk carries (`id`, `object`,
+/// `created`, `model`) where the script left them out: since a same-family answer reaches the
+/// client as the provider sent it (issue 39), SDKs read these chunks themselves.
+pub fn data(mut v: Value) -> String {
+    if let Some(chunk) = v.as_object_mut().filter(|c| c.contains_key("choices")) {
+        for (key, value) in [
+            ("id", json!("chatcmpl-fake")),
+            ("object", json!("chat.completion.chunk")),
+            ("created", json!(1_700_000_000)),
+            ("model", json!("fake-model")),
+        ] {
+            chunk.entry(key).or_insert(value);
+        }
+    }
     format!("data: {v}\n\n")
 }
 

@@ -4,7 +4,8 @@
 //!
 //! Scenarios sit by area: accounts, sessions, quota and the waitlist (`accounts`); remembering,
 //! listing and deleting notes (`notes`); the full-text index and injection (`ranking`); opening and
-//! migrating (`migrations`); group commit of the leg's writes across two instances (`batching`).
+//! migrating (`migrations`); group commit of the leg's writes across two instances (`batching`);
+//! the usage ledger's batches, month counts and reservations (`usage`).
 //! This file holds the fixture and the helpers they share.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
@@ -202,6 +203,7 @@ mod batching;
 mod migrations;
 mod notes;
 mod ranking;
+mod usage;
 
 /// Opens every pooled connection first: a race is only a race when no writer waits for a new
 /// connection while another finishes.

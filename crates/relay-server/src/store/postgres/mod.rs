@@ -13,6 +13,7 @@ mod accounts;
 mod batch;
 pub mod held;
 mod injection;
+mod ledger;
 mod notes;
 mod ranking;
 mod reservations;

@@ -1,6 +1,5 @@
-//! PostgreSQL queries of the usage ledger: batched inserts with the month counts and the daily
-//! roll-up, aggregates (from the roll-up), pages
-//! of records, erasure and pruning.
+//! PostgreSQL queries of the usage ledger: aggregates (from the daily roll-up), pages of records,
+//! erasure and pruning. Batches of records are written by `ledger`.
 
 use async_trait::async_trait;
 use sqlx::Row;
@@ -9,12 +8,8 @@ use super::PgStore;
 use crate::store::StoreResult;
 use crate::store::usage::{
     GroupBy, LegFilter, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery, UsageStore,
-    UsageSums, counted, month_of, not_erased, saturating_add,
+    UsageSums, month_of,
 };
-
-/// The advisory lock key (`relayuer` in ASCII: relay, usage, erasure) that orders ledger batches
-/// against erasures.
-const ERASURE_LOCK: i64 = 0x7265_6c61_7975_6572;
 
 /// The sum of a BIGINT column that never fails: `SUM` of BIGINT is NUMERIC, held at the largest
 /// BIGINT before the cast (which would otherwise raise "bigint out of range").
@@ -35,103 +30,10 @@ fn key_column(group_by: GroupBy) -> &'static str {
 #[async_trait]
 impl UsageStore for PgStore {
     async fn insert_legs(&self, records: &[LegRecord]) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
-        // Shared with other batches, exclusive to an erasure: an erasure is either wholly before
-        // this batch (its marker drops the records) or wholly after it (it deletes them).
-        sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
-            .bind(ERASURE_LOCK)
-            .execute(&mut *tx)
-            .await?;
-        for r in records {
-            let mut r = r.clone();
-            r.clamp();
-            let written = sqlx::query(concat!(
-                "INSERT INTO usage_legs (user_id, request_id, at, day, route, model, provider,
-                    project_id, status, input_tokens, cached_input_tokens, cache_write_tokens,
-                    output_tokens, reasoning_tokens, ttfb_ms, duration_ms, cost_usd, estimated, server_tool_uses)
-                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $19, $20
-                 WHERE ",
-                not_erased!("$1", "$18")
-            ))
-            .bind(&r.user_id)
-            .bind(&r.request_id)
-            .bind(r.at)
-            .bind(r.at.div_euclid(86_400))
-            .bind(r.route)
-            .bind(&r.model)
-            .bind(&r.provider)
-            .bind(&r.project_id)
-            .bind(r.status)
-            .bind(r.input_tokens)
-            .bind(r.cached_input_tokens)
-            .bind(r.cache_write_tokens)
-            .bind(r.output_tokens)
-            .bind(r.reasoning_tokens)
-            .bind(r.ttfb_ms)
-            .bind(r.duration_ms)
-            .bind(r.cost_usd)
-            .bind(r.started_ms())
-            .bind(r.estimated)
-            .bind(r.server_tool_uses)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            if written == 0 {
-                tracing::info!(request_id = %r.request_id, "a usage record of an erased account was dropped");
-            }
-            sqlx::query(concat!(
-                "INSERT INTO usage_months (user_id, month, tokens) SELECT $1, $2, $3
-                 WHERE ",
-                counted!("$1", "$4"),
-                " ON CONFLICT (user_id, month) DO UPDATE SET tokens = ",
-                saturating_add!("usage_months.tokens", "excluded.tokens")
-            ))
-            .bind(&r.user_id)
-            .bind(r.month())
-            .bind(r.budget_tokens())
-            .bind(r.started_ms())
-            .execute(&mut *tx)
-            .await?;
-            if let Some(id) = &r.reservation {
-                sqlx::query("DELETE FROM usage_reservations WHERE id = $1")
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            if written == 0 {
-                continue;
-            }
-            sqlx::query(concat!(
-                "INSERT INTO usage_daily (user_id, day, model, project, legs, input, cached,
-                    cache_write, output, cost)
-                 VALUES ($1, $2, $3, $4, 1, $5, $6, $7, $8, $9)
-                 ON CONFLICT (user_id, day, model, project) DO UPDATE SET
-                    legs = ",
-                saturating_add!("usage_daily.legs", "1"),
-                ", input = ",
-                saturating_add!("usage_daily.input", "excluded.input"),
-                ", cached = ",
-                saturating_add!("usage_daily.cached", "excluded.cached"),
-                ", cache_write = ",
-                saturating_add!("usage_daily.cache_write", "excluded.cache_write"),
-                ", output = ",
-                saturating_add!("usage_daily.output", "excluded.output"),
-                ", cost = CASE WHEN usage_daily.cost IS NULL AND excluded.cost IS NULL THEN NULL
-                        ELSE COALESCE(usage_daily.cost, 0) + COALESCE(excluded.cost, 0) END"
-            ))
-            .bind(&r.user_id)
-            .bind(r.at.div_euclid(86_400))
-            .bind(&r.model)
-            .bind(r.project_id.as_deref().unwrap_or_default())
-            .bind(r.input_tokens)
-            .bind(r.cached_input_tokens)
-            .bind(r.cache_write_tokens)
-            .bind(r.output_tokens)
-            .bind(r.cost_usd)
-            .execute(&mut *tx)
-            .await?;
+        let rows = super::ledger::write(&self.pool, records).await?;
+        for request_id in &rows.dropped {
+            tracing::info!(%request_id, "a usage record of an erased account was dropped");
         }
-        tx.commit().await?;
         Ok(())
     }
 
@@ -179,16 +81,6 @@ impl UsageStore for PgStore {
         rows.iter().map(stored).collect()
     }
 
-    async fn month_tokens(&self, user_id: &str, month: i64) -> StoreResult<i64> {
-        let tokens: Option<i64> =
-            sqlx::query_scalar("SELECT tokens FROM usage_months WHERE user_id = $1 AND month = $2")
-                .bind(user_id)
-                .bind(month)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(tokens.unwrap_or(0))
-    }
-
     async fn budget_and_month(&self, user_id: &str, month: i64) -> StoreResult<(Option<i64>, i64)> {
         let row = sqlx::query(
             "SELECT (SELECT token_budget FROM usage_budgets WHERE user_id = $1) AS budget, COALESCE((SELECT tokens FROM usage_months WHERE user_id = $1 AND month = $2), 0) AS tokens",
@@ -216,7 +108,7 @@ impl UsageStore for PgStore {
         // Waits for the batches being written, which then hold the records this deletes; later
         // batches see the marker.
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(ERASURE_LOCK)
+            .bind(super::ledger::ERASURE_LOCK)
             .execute(&mut *tx)
             .await?;
         sqlx::query(

@@ -16,11 +16,13 @@
 //!   (`injection`) sees a write from either connection, or another process, at the next leg.
 //!
 //! Quota writes (admissions, refunds) have their own path, `batch`, for the same reason as
-//! remembers: one per leg.
+//! remembers: one per leg. The usage ledger's batches share that path's connection (`ledger`), so
+//! that a leg's quota write never sleeps in the busy handler behind one.
 
 mod accounts;
 mod batch;
 mod checkpoint;
+mod ledger;
 mod notes;
 mod ranking;
 mod reservations;
@@ -91,7 +93,7 @@ impl SqliteStore {
         let writer = writer::NoteWriter::open(&path, options.busy_timeout)?;
         Ok(Self {
             checkpoints: checkpoint::Checkpointer::start(&path)?,
-            writes: batch::leg_writes(&pool, &path)?,
+            writes: batch::leg_writes(&pool, &path, options.busy_timeout)?,
             remembers: writer.remembers(),
             writer,
             pool,

@@ -31,34 +31,57 @@ pub(super) async fn month_state(
     })
 }
 
+/// Deletes the account's expired reservations and stores `r` if it fits.
+const EXPIRED: &str = "DELETE FROM usage_reservations WHERE user_id = ?1 AND expires_at <= ?2";
+const RESERVE: &str = "INSERT INTO usage_reservations (id, user_id, month, tokens, expires_at)
+     SELECT ?1, ?2, ?3, ?4, ?5
+     WHERE COALESCE((SELECT tokens FROM usage_months WHERE user_id = ?2 AND month = ?3), 0)
+        + COALESCE((SELECT SUM(tokens) FROM usage_reservations
+            WHERE user_id = ?2 AND month = ?3 AND expires_at > ?6), 0)
+        + ?4 <= ?7";
+
+/// `reserve` inside a transaction of the quota writes' rusqlite connection.
+pub(super) fn reserve_on(
+    tx: &rusqlite::Transaction<'_>,
+    r: &Reservation,
+    budget: i64,
+    now: i64,
+) -> rusqlite::Result<bool> {
+    tx.prepare_cached(EXPIRED)?
+        .execute(rusqlite::params![r.user_id, now])?;
+    let done = tx.prepare_cached(RESERVE)?.execute(rusqlite::params![
+        r.id,
+        r.user_id,
+        r.month,
+        r.tokens,
+        r.expires_at,
+        now,
+        budget
+    ])?;
+    Ok(done == 1)
+}
+
 pub(super) async fn reserve(
     pool: &SqlitePool,
     r: &Reservation,
     budget: i64,
     now: i64,
 ) -> StoreResult<bool> {
-    sqlx::query("DELETE FROM usage_reservations WHERE user_id = ? AND expires_at <= ?")
+    sqlx::query(EXPIRED)
         .bind(&r.user_id)
         .bind(now)
         .execute(pool)
         .await?;
-    let done = sqlx::query(
-        "INSERT INTO usage_reservations (id, user_id, month, tokens, expires_at)
-         SELECT ?1, ?2, ?3, ?4, ?5
-         WHERE COALESCE((SELECT tokens FROM usage_months WHERE user_id = ?2 AND month = ?3), 0)
-            + COALESCE((SELECT SUM(tokens) FROM usage_reservations
-                WHERE user_id = ?2 AND month = ?3 AND expires_at > ?6), 0)
-            + ?4 <= ?7",
-    )
-    .bind(&r.id)
-    .bind(&r.user_id)
-    .bind(r.month)
-    .bind(r.tokens)
-    .bind(r.expires_at)
-    .bind(now)
-    .bind(budget)
-    .execute(pool)
-    .await?;
+    let done = sqlx::query(RESERVE)
+        .bind(&r.id)
+        .bind(&r.user_id)
+        .bind(r.month)
+        .bind(r.tokens)
+        .bind(r.expires_at)
+        .bind(now)
+        .bind(budget)
+        .execute(pool)
+        .await?;
     Ok(done.rows_affected() == 1)
 }
 

@@ -1,6 +1,6 @@
-//! SQLite queries of the usage ledger: batched inserts with the month counts and the daily roll-up,
-//! aggregates (from the roll-up), pages
-//! of records, erasure and pruning.
+//! SQLite queries of the usage ledger: aggregates (from the daily roll-up), pages of records,
+//! erasure and pruning. Batches of records are written by `ledger`, on the quota writes'
+//! connection.
 
 use async_trait::async_trait;
 use sqlx::Row;
@@ -9,7 +9,7 @@ use super::SqliteStore;
 use crate::store::StoreResult;
 use crate::store::usage::{
     GroupBy, LegFilter, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery, UsageStore,
-    UsageSums, counted, month_of, not_erased, saturating_add,
+    UsageSums, month_of,
 };
 
 /// The sum of an integer column that never fails: SQLite's `SUM` raises "integer overflow" past
@@ -31,99 +31,10 @@ fn key_column(group_by: GroupBy) -> &'static str {
 #[async_trait]
 impl UsageStore for SqliteStore {
     async fn insert_legs(&self, records: &[LegRecord]) -> StoreResult<()> {
-        // IMMEDIATE: the erasure markers are read under the write lock, so an erasure is either
-        // wholly before this batch (its marker drops the records) or wholly after it (it deletes them).
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        for r in records {
-            let mut r = r.clone();
-            r.clamp();
-            let written = sqlx::query(concat!(
-                "INSERT INTO usage_legs (user_id, request_id, at, day, route, model, provider,
-                    project_id, status, input_tokens, cached_input_tokens, cache_write_tokens,
-                    output_tokens, reasoning_tokens, ttfb_ms, duration_ms, cost_usd, estimated, server_tool_uses)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?19, ?20
-                 WHERE ",
-                not_erased!("?1", "?18")
-            ))
-            .bind(&r.user_id)
-            .bind(&r.request_id)
-            .bind(r.at)
-            .bind(r.at.div_euclid(86_400))
-            .bind(r.route)
-            .bind(&r.model)
-            .bind(&r.provider)
-            .bind(&r.project_id)
-            .bind(r.status)
-            .bind(r.input_tokens)
-            .bind(r.cached_input_tokens)
-            .bind(r.cache_write_tokens)
-            .bind(r.output_tokens)
-            .bind(r.reasoning_tokens)
-            .bind(r.ttfb_ms)
-            .bind(r.duration_ms)
-            .bind(r.cost_usd)
-            .bind(r.started_ms())
-            .bind(i64::from(r.estimated))
-            .bind(r.server_tool_uses)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            if written == 0 {
-                tracing::info!(request_id = %r.request_id, "a usage record of an erased account was dropped");
-            }
-            sqlx::query(concat!(
-                "INSERT INTO usage_months (user_id, month, tokens) SELECT ?1, ?2, ?3
-                 WHERE ",
-                counted!("?1", "?4"),
-                " ON CONFLICT (user_id, month) DO UPDATE SET tokens = ",
-                saturating_add!("tokens", "excluded.tokens")
-            ))
-            .bind(&r.user_id)
-            .bind(r.month())
-            .bind(r.budget_tokens())
-            .bind(r.started_ms())
-            .execute(&mut *tx)
-            .await?;
-            if let Some(id) = &r.reservation {
-                sqlx::query("DELETE FROM usage_reservations WHERE id = ?")
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            if written == 0 {
-                continue;
-            }
-            sqlx::query(concat!(
-                "INSERT INTO usage_daily (user_id, day, model, project, legs, input, cached,
-                    cache_write, output, cost)
-                 VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
-                 ON CONFLICT (user_id, day, model, project) DO UPDATE SET
-                    legs = ",
-                saturating_add!("legs", "1"),
-                ", input = ",
-                saturating_add!("input", "excluded.input"),
-                ", cached = ",
-                saturating_add!("cached", "excluded.cached"),
-                ", cache_write = ",
-                saturating_add!("cache_write", "excluded.cache_write"),
-                ", output = ",
-                saturating_add!("output", "excluded.output"),
-                ", cost = CASE WHEN cost IS NULL AND excluded.cost IS NULL THEN NULL
-                        ELSE COALESCE(cost, 0) + COALESCE(excluded.cost, 0) END"
-            ))
-            .bind(&r.user_id)
-            .bind(r.at.div_euclid(86_400))
-            .bind(&r.model)
-            .bind(r.project_id.as_deref().unwrap_or_default())
-            .bind(r.input_tokens)
-            .bind(r.cached_input_tokens)
-            .bind(r.cache_write_tokens)
-            .bind(r.output_tokens)
-            .bind(r.cost_usd)
-            .execute(&mut *tx)
-            .await?;
+        let rows = self.writes.ledger(records.to_vec()).await?;
+        for request_id in &rows.dropped {
+            tracing::info!(%request_id, "a usage record of an erased account was dropped");
         }
-        tx.commit().await?;
         Ok(())
     }
 
@@ -167,17 +78,6 @@ impl UsageStore for SqliteStore {
         }
         let rows = query.bind(i64::from(limit)).fetch_all(&self.pool).await?;
         rows.iter().map(stored).collect()
-    }
-
-    async fn month_tokens(&self, user_id: &str, month: i64) -> StoreResult<i64> {
-        let tokens: Option<i64> = sqlx::query_scalar(
-            "SELECT CAST(tokens AS INTEGER) FROM usage_months WHERE user_id = ? AND month = ?",
-        )
-        .bind(user_id)
-        .bind(month)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(tokens.unwrap_or(0))
     }
 
     async fn budget_and_month(&self, user_id: &str, month: i64) -> StoreResult<(Option<i64>, i64)> {
@@ -243,7 +143,16 @@ impl UsageStore for SqliteStore {
     }
 
     async fn reserve(&self, reservation: &Reservation, budget: i64, now: i64) -> StoreResult<bool> {
-        super::reservations::reserve(&self.pool, reservation, budget, now).await
+        // On the quota writes' connection, as the leg's admission: behind a ledger batch it
+        // waits for that connection's mutex, not in the busy handler's sleeps. Through sqlx when
+        // another connection holds the write lock.
+        let inline = self
+            .writes
+            .transaction(|tx| super::reservations::reserve_on(tx, reservation, budget, now));
+        match inline {
+            Some(done) => done,
+            None => super::reservations::reserve(&self.pool, reservation, budget, now).await,
+        }
     }
 
     async fn release(&self, id: &str) -> StoreResult<()> {
