@@ -40,6 +40,10 @@ struct Inner {
     ledger: crate::usage::Ledger,
     /// `[server] identity_secret`, else the one stored on first start (`identity`).
     identity_secret: tokio::sync::OnceCell<String>,
+    /// The clock calendar periods are counted by (a test moves it past a month's end).
+    clock: crate::clock::Clock,
+    /// `[auth] quota_period` and the month this instance last rolled the quota to.
+    quota_month: crate::usage::period::QuotaMonth,
 }
 
 impl AppState {
@@ -80,6 +84,12 @@ impl AppState {
             crate::usage::PriceList::from_models(&config.models),
             metrics.clone(),
         );
+        let quota_month = crate::usage::period::QuotaMonth::new(
+            config
+                .auth
+                .as_ref()
+                .map_or(crate::config::QuotaPeriod::Never, |a| a.quota_period),
+        );
         Ok(Self(Arc::new(Inner {
             auth: if config.open_mode() {
                 None
@@ -104,6 +114,8 @@ impl AppState {
             legs_stop: tokio_util::sync::CancellationToken::new(),
             ledger,
             identity_secret: tokio::sync::OnceCell::new(),
+            clock: crate::clock::Clock::default(),
+            quota_month,
         })))
     }
 
@@ -135,6 +147,30 @@ impl AppState {
             })
             .await?;
         Ok(crate::policy::Identity::of(secret, user_id))
+    }
+
+    /// The clock the quota's month is counted by.
+    pub fn clock(&self) -> &crate::clock::Clock {
+        &self.0.clock
+    }
+
+    /// The quota's period, and its roll-over into a new month.
+    pub fn quota_month(&self) -> &crate::usage::period::QuotaMonth {
+        &self.0.quota_month
+    }
+
+    /// Sets quota counts of an earlier month back to 0 when the clock has entered a new one
+    /// (once per month per instance); true when it ran.
+    pub async fn roll_quota(&self) -> crate::store::StoreResult<bool> {
+        match self.auth() {
+            Some(auth) => {
+                self.0
+                    .quota_month
+                    .roll(auth.as_ref(), self.0.clock.now())
+                    .await
+            }
+            None => Ok(false),
+        }
     }
 
     pub fn config(&self) -> &Config {

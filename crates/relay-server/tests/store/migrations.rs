@@ -54,7 +54,8 @@ async fn postgres_migrations_are_safe_when_instances_start_together() {
             (36, true),
             (37, true),
             (38, true),
-            (40, true)
+            (40, true),
+            (42, true)
         ]
     );
     // They share one store: a note through one is seen through another.

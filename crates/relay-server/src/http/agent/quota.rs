@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use relay_wire::ErrorCode;
-
 use crate::accounts::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::http::state::AppState;
@@ -20,12 +18,11 @@ pub enum Quota {
     OpenMode(Arc<dyn MemoryStore>),
 }
 
-/// The refusal of an account whose quota is used up.
-pub(super) fn exceeded() -> ApiError {
-    ApiError::new(
-        ErrorCode::QuotaExceeded,
-        "the account's quota is used up; ask an operator to raise it",
-    )
+/// The refusal of an account whose quota is used up: its limit, period and reset (issue 42).
+pub(super) fn exceeded(state: &AppState, user: &crate::store::User) -> ApiError {
+    state
+        .quota_month()
+        .exceeded(user.effective_limit(), state.clock().now())
 }
 
 impl Quota {
@@ -36,9 +33,10 @@ impl Quota {
                 let auth = state
                     .auth()
                     .ok_or_else(|| ApiError::internal("account without an auth store"))?;
+                state.roll_quota().await?;
                 if auth.admit_leg(&user.id).await? == Admission::QuotaExceeded {
                     state.metrics().quota_refusals.inc();
-                    return Err(exceeded());
+                    return Err(exceeded(state, user));
                 }
                 Ok(Self::Taken {
                     auth: auth.clone(),
