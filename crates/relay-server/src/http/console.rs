@@ -124,7 +124,12 @@ pub async fn get_console_asset(Path(file): Path<String>) -> Response {
 }
 
 /// `GET /`: a browser (one that accepts HTML) goes to the console; anything else gets the usual
-/// JSON 404, naming where to look. Not in the OpenAPI document: it is no API.
+/// JSON 404, naming where to look.
+#[utoipa::path(get, path = "/", tag = "operations",
+    responses(
+        (status = 303, description = "A browser (`Accept` with `text/html`) is sent to `/console`"),
+        (status = 404, description = "`not_found` for any other client, naming `/console` and `/docs`", body = relay_wire::ErrorBody),
+    ))]
 pub async fn get_root(headers: axum::http::HeaderMap) -> Response {
     let wants_html = headers
         .get(header::ACCEPT)
@@ -133,6 +138,8 @@ pub async fn get_root(headers: axum::http::HeaderMap) -> Response {
     if wants_html {
         return axum::response::Redirect::to("/console").into_response();
     }
-    ApiError::not_found("no such endpoint; the console is /console, the reference /docs")
-        .into_response()
+    ApiError::not_found(
+        "nothing is served at / itself: the console is /console, the reference /docs",
+    )
+    .into_response()
 }

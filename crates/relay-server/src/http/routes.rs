@@ -109,7 +109,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         // The web console (issue 16)
         .routes(routes!(console::get_console))
         .routes(routes!(console::get_console_asset))
-        .route("/", axum::routing::get(console::get_root))
+        .routes(routes!(console::get_root))
 }
 
 /// Lets one route take larger bodies than the 1 MiB every other route is held to.

@@ -18,6 +18,7 @@ mod compat_sdk;
 mod console;
 mod docs;
 mod fake_upstream;
+mod first_hour;
 mod hardening;
 mod helpers;
 mod hostile_stream;
