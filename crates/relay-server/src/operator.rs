@@ -31,6 +31,22 @@ pub fn startup_summary(config: &Config, bound: std::net::SocketAddr, providers: 
     )
 }
 
+/// Where a person finds the console, the reference and the health check, printed at start-up:
+/// `[server] public_url` when set, else the bound address (loopback for an unspecified one).
+pub fn addresses(config: &Config, bound: std::net::SocketAddr) -> String {
+    let base = match &config.server.public_url {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => {
+            let mut shown = bound;
+            if shown.ip().is_unspecified() {
+                shown.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            format!("http://{shown}")
+        }
+    };
+    format!("console {base}/console | reference {base}/docs | health {base}/healthz")
+}
+
 /// In open mode anybody who can reach the port is `local`: refuse a non-loopback bind unless told.
 pub fn check_open_bind(config: &Config, allow_open: bool) -> anyhow::Result<()> {
     if config.open_mode() && !config.bind.ip().is_loopback() && !allow_open {
