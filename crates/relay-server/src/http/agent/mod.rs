@@ -179,9 +179,13 @@ fn min_cap(a: Option<u32>, b: Option<u32>) -> Option<u32> {
 pub async fn gate(state: &AppState, caller: &Caller) -> ApiResult<()> {
     state.limits().agent.check(caller.user_id()).await?;
     if let Caller::User(user) = caller {
-        // A new month's roll-over makes the cached count stale: admission decides then.
-        let rolled = state.roll_quota().await?;
-        if !rolled && !user.unlimited() && user.remaining() <= 0 {
+        // A new month's roll-over makes the cached count stale: the account is read again.
+        let fresh = match (state.roll_quota().await?, state.auth()) {
+            (true, Some(auth)) => auth.user_by_email(&user.email).await?.map(|(u, _)| u),
+            _ => None,
+        };
+        let user = fresh.as_ref().unwrap_or(user);
+        if !user.unlimited() && user.remaining() <= 0 {
             state.metrics().quota_refusals.inc();
             return Err(quota::exceeded(state, user));
         }
