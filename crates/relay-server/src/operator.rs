@@ -31,6 +31,22 @@ pub fn startup_summary(config: &Config, bound: std::net::SocketAddr, providers: 
     )
 }
 
+/// Where a person finds the console, the reference and the health check, printed at start-up:
+/// `[server] public_url` when set, else the bound address (loopback for an unspecified one).
+pub fn addresses(config: &Config, bound: std::net::SocketAddr) -> String {
+    let base = match &config.server.public_url {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => {
+            let mut shown = bound;
+            if shown.ip().is_unspecified() {
+                shown.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            format!("http://{shown}")
+        }
+    };
+    format!("console {base}/console | reference {base}/docs | health {base}/healthz")
+}
+
 /// In open mode anybody who can reach the port is `local`: refuse a non-loopback bind unless told.
 pub fn check_open_bind(config: &Config, allow_open: bool) -> anyhow::Result<()> {
     if config.open_mode() && !config.bind.ip().is_loopback() && !allow_open {
@@ -154,6 +170,35 @@ impl Users {
     pub async fn signout(&self, email: &str) -> Result<u64, OperatorError> {
         let signin = self.stores.signin.as_ref().ok_or(OperatorError::NoAuth)?;
         signout_user(self.auth()?.as_ref(), signin.as_ref(), email).await
+    }
+
+    /// `relay users unlock EMAIL`: lifts the account's sign-in lock.
+    pub async fn unlock(&self, email: &str) -> Result<(), OperatorError> {
+        unlock_user(self.auth()?.as_ref(), email).await
+    }
+
+    /// `relay users list`: every account with its units, tokens and their periods (this
+    /// month's counts: a new month's roll-over runs first, as the server's would).
+    pub async fn list_standing(&self) -> Result<Vec<Standing>, OperatorError> {
+        let auth = self.auth()?;
+        let auth_config = self.config.auth.clone().unwrap_or_default();
+        let period = crate::usage::period::QuotaMonth::new(auth_config.quota_period);
+        let now = crate::clock::now();
+        period.roll(auth.as_ref(), now).await?;
+        let mut out = Vec::new();
+        for user in auth.list_users().await? {
+            out.push(
+                standing(
+                    self.stores.memory.usage.as_ref(),
+                    Some(auth_config.default_token_budget),
+                    &period,
+                    user,
+                    now,
+                )
+                .await?,
+            );
+        }
+        Ok(out)
     }
 
     /// Deletes the account, its sessions, and every note it stored.
@@ -301,6 +346,83 @@ pub fn check_limit(limit: Option<i64>) -> Result<Option<i64>, OperatorError> {
         ))),
         other => Ok(other),
     }
+}
+
+/// Lifts an account's sign-in lock on every instance: failures until now stop counting. The one
+/// code path of `relay users unlock` and `DELETE /v1/admin/users/{email}/lock`.
+pub async fn unlock_user(auth: &dyn AuthStore, email: &str) -> Result<(), OperatorError> {
+    let email = Email::parse(email).map_err(|e| OperatorError::Invalid(e.into()))?;
+    if auth
+        .unlock_signin(email.as_str(), crate::clock::now())
+        .await?
+    {
+        Ok(())
+    } else {
+        Err(OperatorError::NoSuchUser(email.to_string()))
+    }
+}
+
+/// An account with what it may use and has used: units with their period, tokens this month
+/// (issue 42). `relay users list` prints it, `GET /v1/admin/users` answers it.
+#[derive(Debug, Clone)]
+pub struct Standing {
+    pub user: User,
+    pub quota_period: crate::config::QuotaPeriod,
+    pub quota_resets_at: Option<String>,
+    /// The account's own budget, else the default; -1 unlimited.
+    pub token_budget: i64,
+    pub tokens_used: i64,
+    pub tokens_resets_at: String,
+}
+
+/// `user`'s standing at `now`; `default_budget` is `[auth] default_token_budget`.
+pub async fn standing(
+    usage: &dyn crate::store::usage::UsageStore,
+    default_budget: Option<i64>,
+    period: &crate::usage::period::QuotaMonth,
+    user: User,
+    now: f64,
+) -> Result<Standing, OperatorError> {
+    let budget = crate::usage::budget::of(usage, default_budget, &user.id)
+        .await
+        .map_err(|e| OperatorError::Other(anyhow::anyhow!("{}", e.message)))?;
+    Ok(Standing {
+        quota_period: period.period(),
+        quota_resets_at: period.resets_at(now),
+        token_budget: budget.token_budget,
+        tokens_used: budget.tokens_used,
+        tokens_resets_at: crate::usage::period::rfc3339(crate::usage::period::next_month_start(
+            crate::clock::now() as i64,
+        )),
+        user,
+    })
+}
+
+/// One line per account for `relay users list`: units and tokens with their periods and resets.
+pub fn format_standing(s: &Standing) -> String {
+    let u = &s.user;
+    let units_limit = if u.unlimited() {
+        "unlimited".to_owned()
+    } else {
+        u.limit.to_string()
+    };
+    let units = match &s.quota_resets_at {
+        Some(at) => format!("units {}/{units_limit} this month (resets {at})", u.used),
+        None => format!("units {}/{units_limit} (lifetime, never resets)", u.used),
+    };
+    let budget = if s.token_budget < 0 {
+        "unlimited".to_owned()
+    } else {
+        s.token_budget.to_string()
+    };
+    format!(
+        "{}\t{}\t{}\t{units}\ttokens {}/{budget} this month (resets {})",
+        u.email,
+        u.role.as_str(),
+        u.id,
+        s.tokens_used,
+        s.tokens_resets_at
+    )
 }
 
 /// One line per account for `relay users list`.

@@ -51,6 +51,20 @@ pub struct Me {
     /// Never below 0; `-1` when the budget is unlimited.
     #[serde(default = "unlimited")]
     pub tokens_remaining: i64,
+    /// What `used` counts: `month` (the current calendar month, UTC) or `never` (a lifetime
+    /// count until an operator resets it); `[auth] quota_period`.
+    #[serde(default = "never")]
+    pub quota_period: String,
+    /// When `used` next goes back to 0 (RFC 3339, UTC); null for `never` and in open mode.
+    #[serde(default)]
+    pub quota_resets_at: Option<String>,
+    /// When `tokens_used` next goes back to 0: the start of the next calendar month (RFC 3339, UTC).
+    #[serde(default)]
+    pub tokens_resets_at: Option<String>,
+}
+
+fn never() -> String {
+    "never".to_owned()
 }
 
 fn unlimited() -> i64 {

@@ -20,6 +20,22 @@ pub struct AdminUser {
     pub remaining: i64,
     /// Unix time in seconds.
     pub created_at: f64,
+    /// What `used` counts: `month` or `never` (`[auth] quota_period`).
+    #[serde(default)]
+    pub quota_period: String,
+    /// When `used` next goes back to 0 (RFC 3339, UTC); null for `never`.
+    #[serde(default)]
+    pub quota_resets_at: Option<String>,
+    /// Input plus output tokens per calendar month (UTC), the default's when the account has
+    /// none of its own; `-1` unlimited.
+    #[serde(default)]
+    pub token_budget: i64,
+    /// Tokens used this calendar month (UTC).
+    #[serde(default)]
+    pub tokens_used: i64,
+    /// When `tokens_used` next goes back to 0 (RFC 3339, UTC).
+    #[serde(default)]
+    pub tokens_resets_at: Option<String>,
 }
 
 /// `GET /v1/admin/users` query.

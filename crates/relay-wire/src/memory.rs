@@ -115,9 +115,21 @@ pub struct PatchRequest {
     /// New note text; the note-text rules apply.
     #[serde(default)]
     pub content: Option<String>,
+    /// The same as `content`, named as every other memory call names a note's text (issue 42);
+    /// `content` wins when both are given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Accepted and ignored.
     #[serde(default)]
     pub pinned: Option<bool>,
+}
+
+/// The answer of `POST /v1/memory/remember`: `{ok: true, id}`, the stored note's id (the
+/// existing note's when an equal one was already there).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RememberResponse {
+    pub ok: bool,
+    pub id: String,
 }
 
 /// The answer of `PATCH /v1/memory/{id}`.

@@ -54,7 +54,8 @@ enum Command {
 
 #[derive(Subcommand)]
 enum UsersCommand {
-    /// Create an account; the password is read from the first line of standard input.
+    /// Create an account; asks for the password (not echoed) on a terminal, else reads the
+    /// first line of standard input.
     Add {
         email: String,
         #[arg(long)]
@@ -63,8 +64,10 @@ enum UsersCommand {
         #[arg(long, allow_hyphen_values = true)]
         limit: Option<i64>,
     },
-    /// List accounts.
+    /// List accounts with their units and tokens, periods and resets.
     List,
+    /// Lift an account's sign-in lock (too many wrong passwords) on every instance, at once.
+    Unlock { email: String },
     /// Change an account's role, quota or usage.
     Set {
         email: String,
@@ -119,6 +122,22 @@ fn init_logging(
     Ok(exporter)
 }
 
+/// The new account's password: asked twice without echo on a terminal, else the first line of
+/// standard input (`echo … | relay users add`).
+fn new_password(email: &str) -> anyhow::Result<String> {
+    if !std::io::stdin().is_terminal() {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::stdin().lock(), &mut line)?;
+        return Ok(line.trim_end_matches(['\r', '\n']).to_owned());
+    }
+    let first = rpassword::prompt_password(format!("password for {email}: "))?;
+    let again = rpassword::prompt_password("the same password again: ")?;
+    if first != again {
+        anyhow::bail!("the two passwords differ; nothing was changed");
+    }
+    Ok(first)
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -158,6 +177,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "{}",
                 operator::startup_summary(state.config(), bound, &state.providers_summary())
             );
+            // Where to go next, on stdout so that it shows whatever RELAY_LOG says.
+            println!("{}", operator::addresses(state.config(), bound));
             if state.models().demo_only {
                 tracing::warn!(
                     "NO MODEL PROVIDER CONFIGURED: every agent leg is answered by the built-in offline `demo` \
@@ -184,15 +205,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let users = Users::open(config).await?;
             match command {
                 UsersCommand::Add { email, role, limit } => {
+                    let password = new_password(&email)?;
                     let u = users
-                        .add(&email, role.as_deref(), limit, std::io::stdin().lock())
+                        .add(
+                            &email,
+                            role.as_deref(),
+                            limit,
+                            std::io::Cursor::new(password),
+                        )
                         .await?;
                     println!("added {}", operator::format_user(&u));
                 }
                 UsersCommand::List => {
-                    for u in users.list().await? {
-                        println!("{}", operator::format_user(&u));
+                    for s in users.list_standing().await? {
+                        println!("{}", operator::format_standing(&s));
                     }
+                }
+                UsersCommand::Unlock { email } => {
+                    users.unlock(&email).await?;
+                    println!(
+                        "unlocked {email}: its earlier failed sign-ins no longer count (a running relay sees it at once)"
+                    );
                 }
                 UsersCommand::Set {
                     email,

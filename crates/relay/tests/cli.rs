@@ -139,7 +139,7 @@ fn users_commands_are_visible_through_me_on_a_running_server() {
     let out = relay(&config, &["users", "list"], "");
     let listed = String::from_utf8(out.stdout).unwrap();
     assert!(
-        listed.contains("ops@example.com") && listed.contains("limit 42"),
+        listed.contains("ops@example.com") && listed.contains("units 0/42 this month (resets "),
         "{listed}"
     );
 
@@ -294,4 +294,93 @@ fn users_signout_ends_every_session_on_a_running_server() {
     }
     let out = relay(&config, &["users", "signout", "nobody@example.com"], "");
     assert!(!out.status.success());
+}
+
+/// A sign-in as a browser sends it: the status, `Retry-After` and the message.
+fn try_signin(server: &Serve, email: &str, password: &str) -> (u16, u64, String) {
+    runtime().block_on(async {
+        let r = reqwest::Client::new()
+            .post(format!("{}/v1/auth/signin", server.base))
+            .json(&json!({"email": email, "password": password}))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let wait = r
+            .headers()
+            .get("retry-after")
+            .map_or(0, |v| v.to_str().unwrap().parse().unwrap());
+        let v: Value = r.json().await.unwrap();
+        (
+            status,
+            wait,
+            v["message"].as_str().unwrap_or_default().to_owned(),
+        )
+    })
+}
+
+/// Signs in, waiting out an address's short delay (never a lock).
+fn signin_after_delay(server: &Serve, email: &str, password: &str) -> (u16, u64, String) {
+    for _ in 0..5 {
+        let got = try_signin(server, email, password);
+        if got.0 != 429 || got.1 > 2 {
+            return got;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(got.1));
+    }
+    panic!("still delayed");
+}
+
+#[test]
+fn users_unlock_lifts_a_sign_in_lock_on_a_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = sqlite_config(dir.path(), "[limits]\nsignin_failures = 2\n");
+    let server = Serve::start(&config);
+    let out = relay(
+        &config,
+        &["users", "add", "ada@example.com"],
+        "correct horse battery\n",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            signin_after_delay(&server, "ada@example.com", "wrong password!").0,
+            401
+        );
+    }
+    let (status, wait, message) =
+        signin_after_delay(&server, "ada@example.com", "correct horse battery");
+    assert_eq!(status, 429, "{message}");
+    assert!(
+        message.contains(&format!("try again in {wait} seconds")),
+        "{message}"
+    );
+
+    let out = relay(&config, &["users", "unlock", "ada@example.com"], "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("unlocked ada@example.com"));
+    // The running server honours it at once: no restart.
+    let (status, _, message) =
+        signin_after_delay(&server, "ada@example.com", "correct horse battery");
+    assert_eq!(status, 200, "{message}");
+
+    let out = relay(&config, &["users", "unlock", "nobody@example.com"], "");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no account"));
+
+    let out = relay(&config, &["users", "list"], "");
+    let listed = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        listed.contains("units 0/100 this month (resets ")
+            && listed.contains("tokens 0/unlimited this month (resets "),
+        "{listed}"
+    );
 }

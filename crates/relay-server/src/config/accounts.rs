@@ -27,6 +27,8 @@ pub struct AuthConfig {
     pub access_token_ttl_secs: u64,
     /// A refresh token lapses after this many days unused.
     pub refresh_token_ttl_days: u32,
+    /// What an account's `used` counts: the current calendar month (UTC) or its whole life.
+    pub quota_period: QuotaPeriod,
 }
 
 impl Default for AuthConfig {
@@ -44,6 +46,26 @@ impl Default for AuthConfig {
             device_code_ttl_secs: 600,
             access_token_ttl_secs: 3600,
             refresh_token_ttl_days: 30,
+            quota_period: QuotaPeriod::Month,
+        }
+    }
+}
+
+/// `[auth] quota_period`: `month` (the default, as token budgets count) or `never` (a lifetime
+/// count until an operator resets it, as before issue 42).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuotaPeriod {
+    #[default]
+    Month,
+    Never,
+}
+
+impl QuotaPeriod {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Month => "month",
+            Self::Never => "never",
         }
     }
 }

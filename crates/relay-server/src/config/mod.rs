@@ -7,6 +7,7 @@
 //! redacted wherever they are printed.
 
 mod accounts;
+pub mod bind;
 mod limits;
 mod memory;
 mod observability;
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-pub use accounts::{AuthConfig, SignupMode};
+pub use accounts::{AuthConfig, QuotaPeriod, SignupMode};
 pub use limits::LimitsConfig;
 pub use memory::{DEFAULT_STORE_URL, EmbeddingsConfig, MemoryConfig};
 pub use observability::TelemetryConfig;
@@ -39,6 +40,7 @@ pub use usage::UsageConfig;
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Address to listen on.
+    #[serde(deserialize_with = "bind::deserialize")]
     pub bind: SocketAddr,
     /// The memory store.
     pub memory: MemoryConfig,
@@ -154,9 +156,9 @@ impl Config {
 
     fn apply_env(&mut self, env: &dyn Env) -> Result<(), ConfigError> {
         if let Some(bind) = env.var("RELAY_BIND") {
-            self.bind = bind.parse().map_err(|_| ConfigError::Env {
+            self.bind = bind::resolve(&bind).map_err(|message| ConfigError::Env {
                 name: "RELAY_BIND",
-                message: format!("`{bind}` is not an address like 127.0.0.1:7711"),
+                message,
             })?;
         }
         if let Some(url) = env.var("RELAY_MEMORY_URL") {

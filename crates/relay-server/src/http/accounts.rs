@@ -1,5 +1,6 @@
 //! Accounts and sessions: signup, signin, signout and `GET /v1/me` (spec §2.3, §2.4, §4.1, §5).
 
+pub mod lockout;
 mod session;
 
 use axum::extract::State;
@@ -103,17 +104,9 @@ pub async fn signin(
     let Some(auth) = state.auth() else {
         return Ok(axum::Json(open_mode_session(&email)));
     };
-    let mut keys = vec![format!("email:{email}")];
-    if let Some(ip) = peer {
-        keys.push(format!("addr:{ip}"));
-    }
     // The failure is counted before the password is checked, so concurrent guesses cannot all
     // slip in under the budget; a right password gives its place back.
-    let reservation = state
-        .signin_throttle()
-        .reserve(&keys)
-        .await
-        .map_err(ApiError::rate_limited)?;
+    let reservation = lockout::reserve(&state, auth.as_ref(), &email, peer).await?;
     let checked = match auth.user_by_email(email.as_str()).await {
         Ok(found) => {
             let stored = found.as_ref().map(|(_, hash)| hash.as_str());
@@ -166,8 +159,14 @@ pub async fn get_me(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> ApiResult<axum::Json<Me>> {
+    // A new month sets last month's counts back first (`[auth] quota_period = "month"`).
+    state.roll_quota().await?;
     // `used` moves with every leg: the account is read from the store, never the session cache.
     let caller = Caller::from_token_fresh(&state, bearer_token(&headers)).await?;
+    let now = state.clock().now();
+    let tokens_resets_at = Some(crate::usage::period::rfc3339(
+        crate::usage::period::next_month_start(crate::clock::now() as i64),
+    ));
     let budget = crate::usage::budget::of(
         state.ledger().store().as_ref(),
         state.default_token_budget(),
@@ -185,6 +184,9 @@ pub async fn get_me(
             token_budget: budget.token_budget,
             tokens_used: budget.tokens_used,
             tokens_remaining: budget.remaining(),
+            quota_period: "never".into(),
+            quota_resets_at: None,
+            tokens_resets_at,
         },
         Caller::User(user) => Me {
             auth: true,
@@ -196,6 +198,9 @@ pub async fn get_me(
             token_budget: budget.token_budget,
             tokens_used: budget.tokens_used,
             tokens_remaining: budget.remaining(),
+            quota_period: state.quota_month().period().as_str().into(),
+            quota_resets_at: state.quota_month().resets_at(now),
+            tokens_resets_at,
         },
     }))
 }

@@ -1,15 +1,15 @@
 //! Account administration over HTTP for operators (role `admin`): `GET /v1/admin/users`,
-//! `PATCH` and `DELETE /v1/admin/users/{email}`.
+//! `PATCH` and `DELETE /v1/admin/users/{email}`, and lifting a sign-in lock.
 //!
 //! Each does what `relay users list|set|delete` does, through the same functions in `operator`, so
 //! the CLI and the console cannot drift apart. Anyone else gets 403 `forbidden`; in open mode there
 //! are no accounts, so the list is empty and every email is unknown.
 
 use axum::extract::{Path, State};
-use relay_wire::ErrorBody;
 use relay_wire::ErrorCode;
 use relay_wire::admin::{AdminUser, UserList, UserListQuery, UserPatch, UserResult};
 use relay_wire::signin::SignedOut;
+use relay_wire::{ErrorBody, OkResponse};
 
 use crate::accounts::Caller;
 use crate::domain::Role;
@@ -35,6 +35,25 @@ impl From<User> for AdminUser {
             email: u.email,
             used: u.used,
             created_at: u.created_at,
+            // Filled in from the account's standing where an answer shows it (`operator::Standing`).
+            quota_period: String::new(),
+            quota_resets_at: None,
+            token_budget: -1,
+            tokens_used: 0,
+            tokens_resets_at: None,
+        }
+    }
+}
+
+impl From<operator::Standing> for AdminUser {
+    fn from(s: operator::Standing) -> Self {
+        Self {
+            quota_period: s.quota_period.as_str().into(),
+            quota_resets_at: s.quota_resets_at,
+            token_budget: s.token_budget,
+            tokens_used: s.tokens_used,
+            tokens_resets_at: Some(s.tokens_resets_at),
+            ..s.user.into()
         }
     }
 }
@@ -101,15 +120,46 @@ pub async fn list_users(
             items: Vec::new(),
         }));
     };
+    state.roll_quota().await?;
     let limit = u32::try_from(limit.min(LIST_MAX)).unwrap_or(0);
     let (total, users) = match query.q.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
         None => auth.list_users_page(limit, offset.unsigned_abs()).await?,
         Some(q) => create::search(auth.as_ref(), q, limit, offset.unsigned_abs()).await?,
     };
-    Ok(axum::Json(UserList {
-        total,
-        items: users.into_iter().map(AdminUser::from).collect(),
-    }))
+    let now = state.clock().now();
+    let mut items = Vec::with_capacity(users.len());
+    for user in users {
+        let standing = operator::standing(
+            state.ledger().store().as_ref(),
+            state.default_token_budget(),
+            state.quota_month(),
+            user,
+            now,
+        )
+        .await?;
+        items.push(AdminUser::from(standing));
+    }
+    Ok(axum::Json(UserList { total, items }))
+}
+
+/// Lift an account's sign-in lock (admins only), as `relay users unlock` does: the failures
+/// before now stop counting on every instance; the client address's own slow-down stays.
+#[utoipa::path(delete, path = "/v1/admin/users/{email}/lock", tag = "accounts",
+    security(("bearer" = [])),
+    params(("email" = String, Path, description = "The account's email", example = "bob@example.com")),
+    responses(
+        (status = 200, description = "The account signs in again at once", body = OkResponse),
+        (status = 403, description = "`forbidden`: the caller is not an admin", body = ErrorBody),
+        (status = 404, description = "`not_found`: no account with this email", body = ErrorBody),
+    ))]
+pub async fn delete_user_lock(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(email): Path<String>,
+) -> ApiResult<axum::Json<OkResponse>> {
+    let auth = admin_store(&state, &caller)?.ok_or(OperatorError::NoAuth)?;
+    operator::unlock_user(auth.as_ref(), &email).await?;
+    Ok(axum::Json(OkResponse::yes()))
 }
 
 /// Change an account's role or limit, or reset its usage (admins only), as `relay users set` does.
@@ -152,9 +202,17 @@ pub async fn patch_user(
     if let Some(n) = patch.token_budget {
         operator::set_token_budget(state.ledger().store().as_ref(), &user, n).await?;
     }
+    let standing = operator::standing(
+        state.ledger().store().as_ref(),
+        state.default_token_budget(),
+        state.quota_month(),
+        user,
+        state.clock().now(),
+    )
+    .await?;
     Ok(axum::Json(UserResult {
         ok: true,
-        user: user.into(),
+        user: standing.into(),
     }))
 }
 

@@ -128,6 +128,8 @@ impl Relay {
                         span
                     })
                     .on_request(())
+                    // The `response` line below already names a 5xx: one line per request.
+                    .on_failure(())
                     .on_response(
                         |res: &Response, latency: Duration, span: &tracing::Span| {
                             span.record("http.response.status_code", res.status().as_u16());
@@ -278,5 +280,5 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
-    tracing::info!("shutting down: draining in-flight requests");
+    tracing::info!("shutting down: draining in-flight requests (ctrl-c again to stop at once)");
 }

@@ -127,3 +127,24 @@ pub async fn get_console(State(state): State<AppState>) -> Response {
 pub async fn get_console_asset(Path(file): Path<String>) -> Response {
     serve_asset(ASSETS, &file, CONSOLE_CSP)
 }
+
+/// `GET /`: a browser (one that accepts HTML) goes to the console; anything else gets the usual
+/// JSON 404, naming where to look.
+#[utoipa::path(get, path = "/", tag = "operations",
+    responses(
+        (status = 303, description = "A browser (`Accept` with `text/html`) is sent to `/console`"),
+        (status = 404, description = "`not_found` for any other client, naming `/console` and `/docs`", body = relay_wire::ErrorBody),
+    ))]
+pub async fn get_root(headers: axum::http::HeaderMap) -> Response {
+    let wants_html = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/html"));
+    if wants_html {
+        return axum::response::Redirect::to("/console").into_response();
+    }
+    ApiError::not_found(
+        "nothing is served at / itself: the console is /console, the reference /docs",
+    )
+    .into_response()
+}

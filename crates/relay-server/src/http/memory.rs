@@ -4,12 +4,12 @@
 //! When the store is unavailable every answer is 503 with the usual shape emptied.
 
 use axum::extract::{Path, State};
+use relay_wire::ErrorBody;
 use relay_wire::emptied::{DeleteEmptied, ListEmptied, OkEmptied, RecallEmptied};
 use relay_wire::memory::{
     DeleteRequest, DeleteResponse, ListQuery, ListResponse, MemoryNote, PatchRequest,
-    PatchResponse, ProjectSelector, RecallResponse, RememberRequest,
+    PatchResponse, ProjectSelector, RecallResponse, RememberRequest, RememberResponse,
 };
-use relay_wire::{ErrorBody, OkResponse};
 
 use crate::accounts::Caller;
 use crate::domain::{Author, MemType, NoteId, NoteText, ProjectId};
@@ -36,7 +36,7 @@ fn required_project(project_id: Option<&str>, project: Option<&str>) -> ApiResul
     security(("bearer" = [])),
     request_body = RememberRequest,
     responses(
-        (status = 200, description = "Stored (or an equal note was already there)", body = OkResponse),
+        (status = 200, description = "Stored (or an equal note was already there): `{ok: true, id}`, the note's id", body = RememberResponse),
         (status = 400, description = "Missing or invalid note, project_id, author or mem_type", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, with `ok: false`", body = OkEmptied),
     ))]
@@ -44,13 +44,13 @@ pub async fn remember(
     State(state): State<AppState>,
     MaybeCaller(caller): MaybeCaller,
     Json(body): Json<RememberRequest>,
-) -> Answer<OkResponse, OkEmptied> {
+) -> Answer<RememberResponse, OkEmptied> {
     let caller = caller?;
     let project_id = required_project(body.project_id.as_deref(), body.project.as_deref())?;
     let text = NoteText::parse(&body.note, "note").map_err(ApiError::invalid)?;
     let author = Author::parse(body.author.as_deref()).map_err(ApiError::invalid)?;
     let mem_type = MemType::parse(body.mem_type.as_deref()).map_err(ApiError::invalid)?;
-    state
+    let stored = state
         .memory()
         .remember(NewNote {
             user_id: caller.user_id().to_owned(),
@@ -61,7 +61,10 @@ pub async fn remember(
             created_at: round_ms(crate::clock::now()),
         })
         .await?;
-    Ok(axum::Json(OkResponse::yes()))
+    Ok(axum::Json(RememberResponse {
+        ok: true,
+        id: stored.id.into_string(),
+    }))
 }
 
 /// Seconds with a millisecond fraction, as the contract shows `created_at`.
@@ -268,14 +271,14 @@ pub async fn delete_note(
     Ok(axum::Json(DeleteResponse { ok: true, deleted }))
 }
 
-/// Edit a note's text; `pinned` is accepted and ignored.
+/// Edit a note's text (`content`, or its alias `note`); `pinned` is accepted and ignored.
 #[utoipa::path(patch, path = "/v1/memory/{id}", tag = "memory",
     security(("bearer" = [])),
     params(("id" = String, Path, description = "Note id, e.g. `mem%23u_ab%23p1%233`")),
     request_body = PatchRequest,
     responses(
         (status = 200, description = "The note as it is now", body = PatchResponse),
-        (status = 400, description = "Empty or too long content", body = ErrorBody),
+        (status = 400, description = "Empty or too long content, or a body with none of `content`, `note` and `pinned`", body = ErrorBody),
         (status = 404, description = "`not_found`: no such note of the caller", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, with `ok: false`", body = OkEmptied),
     ))]
@@ -288,9 +291,22 @@ pub async fn patch_note(
     let caller = caller?;
     let id = NoteId::parse(&id).ok_or_else(|| ApiError::not_found("no such note"))?;
     let memory = state.memory();
-    let note = match &body.content {
-        Some(content) => {
-            let text = NoteText::parse(content, "content").map_err(ApiError::invalid)?;
+    // `note` is the name every other memory call gives a note's text; `content` (the spec's) wins.
+    let edit = match (&body.content, &body.note) {
+        (Some(content), _) => Some((content, "content")),
+        (None, Some(note)) => Some((note, "note")),
+        (None, None) => None,
+    };
+    if edit.is_none() && body.pinned.is_none() {
+        // An empty change would answer 200 and change nothing, hiding a misspelt field.
+        return Err(ApiError::invalid(
+            "give content (or its alias note) with the new text, or pinned",
+        )
+        .into());
+    }
+    let note = match edit {
+        Some((content, field)) => {
+            let text = NoteText::parse(content, field).map_err(ApiError::invalid)?;
             memory.edit_note(caller.user_id(), &id, &text).await
         }
         // Nothing to change (only `pinned`, which is a no-op): answer with the note as it is.

@@ -32,6 +32,7 @@ pub fn api() -> OpenApiRouter<AppState> {
             signin::device::decide_device
         ))
         .routes(routes!(admin::delete_user_sessions))
+        .routes(routes!(admin::delete_user_lock))
         // Managed settings for agents (issue 40)
         .routes(routes!(signin::settings::get_managed_settings))
         .routes(routes!(
@@ -109,6 +110,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         // The web console (issue 16)
         .routes(routes!(console::get_console))
         .routes(routes!(console::get_console_asset))
+        .routes(routes!(console::get_root))
 }
 
 /// Lets one route take larger bodies than the 1 MiB every other route is held to.

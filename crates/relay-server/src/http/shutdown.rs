@@ -31,7 +31,14 @@ pub async fn serve_bounded(
         result = &mut server => return result,
         () = async {
             signalled.cancelled().await;
-            tokio::time::sleep(grace).await;
+            // A second ctrl-c ends the drain at once (issue 42): an operator who pressed it
+            // twice does not mean to wait out the grace period.
+            tokio::select! {
+                () = tokio::time::sleep(grace) => {}
+                Ok(()) = tokio::signal::ctrl_c() => {
+                    tracing::warn!("second ctrl-c: not waiting for the drain");
+                }
+            }
         } => {}
     }
     tracing::warn!(

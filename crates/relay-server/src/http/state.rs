@@ -39,6 +39,11 @@ struct Inner {
     legs: Legs,
     /// `[server] identity_secret`, else the one stored on first start (`identity`).
     identity_secret: tokio::sync::OnceCell<String>,
+    /// The clock calendar periods are counted by (a test moves it past a month's end); the leg
+    /// service shares it.
+    clock: Arc<crate::clock::Clock>,
+    /// `[auth] quota_period` and the month this instance last rolled the quota to.
+    quota_month: Arc<crate::usage::period::QuotaMonth>,
 }
 
 impl AppState {
@@ -81,6 +86,14 @@ impl AppState {
             crate::usage::PriceList::from_models(&config.models),
             metrics.clone(),
         );
+        let quota_month = crate::usage::period::QuotaMonth::new(
+            config
+                .auth
+                .as_ref()
+                .map_or(crate::config::QuotaPeriod::Never, |a| a.quota_period),
+        );
+        let clock = Arc::new(crate::clock::Clock::default());
+        let quota_month = Arc::new(quota_month);
         let legs = Legs::new(Deps {
             routing: config.routing.clone(),
             memory_config: config.memory.clone(),
@@ -97,6 +110,8 @@ impl AppState {
             } else {
                 stores.auth.clone()
             },
+            clock: clock.clone(),
+            quota_month: quota_month.clone(),
         });
         Ok(Self(Arc::new(Inner {
             auth: if config.open_mode() {
@@ -120,6 +135,8 @@ impl AppState {
             search,
             legs,
             identity_secret: tokio::sync::OnceCell::new(),
+            clock,
+            quota_month,
         })))
     }
 
@@ -151,6 +168,22 @@ impl AppState {
             })
             .await?;
         Ok(crate::policy::Identity::of(secret, user_id))
+    }
+
+    /// The clock the quota's month is counted by.
+    pub fn clock(&self) -> &crate::clock::Clock {
+        &self.0.clock
+    }
+
+    /// The quota's period, and its roll-over into a new month.
+    pub fn quota_month(&self) -> &crate::usage::period::QuotaMonth {
+        &self.0.quota_month
+    }
+
+    /// Sets quota counts of an earlier month back to 0 when the clock has entered a new one
+    /// (once per month per instance); true when it ran.
+    pub async fn roll_quota(&self) -> crate::store::StoreResult<bool> {
+        self.0.legs.roll_quota().await
     }
 
     pub fn config(&self) -> &Config {

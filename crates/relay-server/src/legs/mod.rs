@@ -33,6 +33,7 @@ pub use quota::Quota;
 pub use request::{ValidLeg, project_from, project_of, valid_tool_name, validate};
 
 use crate::accounts::Caller;
+use crate::clock::Clock;
 use crate::config::{MemoryConfig, RoutingConfig};
 use crate::domain::ProjectId;
 use crate::error::{ApiError, ApiResult};
@@ -41,6 +42,7 @@ use crate::metrics::registry::Metrics;
 use crate::providers::registry::Models;
 use crate::store::{AuthStore, MemoryStore};
 use crate::usage::Ledger;
+use crate::usage::period::QuotaMonth;
 
 /// Request bodies of agent legs may be this large (long conversations).
 pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
@@ -71,6 +73,10 @@ pub struct Deps {
     pub memory: Arc<dyn MemoryStore>,
     /// The accounts' store; `None` in open mode.
     pub auth: Option<Arc<dyn AuthStore>>,
+    /// The clock calendar periods are counted by.
+    pub clock: Arc<Clock>,
+    /// `[auth] quota_period`, and the month the quota was last rolled to.
+    pub quota_month: Arc<QuotaMonth>,
 }
 
 /// The leg service; cheap to clone.
@@ -122,9 +128,15 @@ impl Legs {
     pub async fn gate(&self, caller: &Caller) -> ApiResult<()> {
         self.rate_limit(caller).await?;
         if let Caller::User(user) = caller {
+            // A new month's roll-over makes the cached count stale: the account is read again.
+            let fresh = match (self.roll_quota().await?, self.deps().auth.as_ref()) {
+                (true, Some(auth)) => auth.user_by_email(&user.email).await?.map(|(u, _)| u),
+                _ => None,
+            };
+            let user = fresh.as_ref().unwrap_or(user);
             if !user.unlimited() && user.remaining() <= 0 {
                 self.metrics().quota_refusals.inc();
-                return Err(quota::exceeded());
+                return Err(quota::exceeded(self, user));
             }
             crate::usage::budget::check(
                 self.ledger().store().as_ref(),
@@ -134,6 +146,18 @@ impl Legs {
             .await?;
         }
         Ok(())
+    }
+
+    /// Sets quota counts of an earlier month back to 0 when the clock has entered a new one
+    /// (once per month per instance); true when it ran.
+    pub async fn roll_quota(&self) -> crate::store::StoreResult<bool> {
+        match self.deps().auth.as_ref() {
+            Some(auth) => {
+                let deps = self.deps();
+                deps.quota_month.roll(auth.as_ref(), deps.clock.now()).await
+            }
+            None => Ok(false),
+        }
     }
 
     /// Spends one cell of the caller's leg rate limit (429 with the wait when none is left).

@@ -195,9 +195,9 @@ pub async fn open(
             ErrorCode::UpstreamEventTooLarge,
             format!("{e}; the quota unit was given back"),
         ),
-        Some(_) if reached_any => ApiError::new(
+        Some(e) if reached_any => ApiError::new(
             ErrorCode::UpstreamError,
-            "every model failed before answering; the quota unit was given back",
+            crate::providers::sanitise::before_output(&e),
         ),
         _ => ApiError::new(
             ErrorCode::ProviderUnavailable,

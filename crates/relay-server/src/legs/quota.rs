@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use relay_wire::ErrorCode;
-
 use super::Legs;
 use crate::accounts::Caller;
 use crate::error::{ApiError, ApiResult};
@@ -20,12 +18,11 @@ pub enum Quota {
     OpenMode(Arc<dyn MemoryStore>),
 }
 
-/// The refusal of an account whose quota is used up.
-pub(super) fn exceeded() -> ApiError {
-    ApiError::new(
-        ErrorCode::QuotaExceeded,
-        "the account's quota is used up; ask an operator to raise it",
-    )
+/// The refusal of an account whose quota is used up: its limit, period and reset (issue 42).
+pub(super) fn exceeded(legs: &Legs, user: &crate::store::User) -> ApiError {
+    legs.deps()
+        .quota_month
+        .exceeded(user.effective_limit(), legs.deps().clock.now())
 }
 
 impl Quota {
@@ -38,9 +35,10 @@ impl Quota {
                     .auth
                     .as_ref()
                     .ok_or_else(|| ApiError::internal("account without an auth store"))?;
+                legs.roll_quota().await?;
                 if auth.admit_leg(&user.id).await? == Admission::QuotaExceeded {
                     legs.metrics().quota_refusals.inc();
-                    return Err(exceeded());
+                    return Err(exceeded(legs, user));
                 }
                 Ok(Self::Taken {
                     auth: auth.clone(),

@@ -98,6 +98,13 @@ async fn fixture() -> Fixture {
         rate_limit: Arc::new(CallerLimit::new(600, 100)),
         memory: stores.memory.memory.clone(),
         auth: stores.auth.clone(),
+        clock: Arc::new(crate::clock::Clock::default()),
+        quota_month: Arc::new(crate::usage::period::QuotaMonth::new(
+            config
+                .auth
+                .as_ref()
+                .map_or(crate::config::QuotaPeriod::Never, |a| a.quota_period),
+        )),
     });
     Fixture {
         legs,

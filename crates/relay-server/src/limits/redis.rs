@@ -65,6 +65,12 @@ for _, key in ipairs(KEYS) do redis.call('ZREM', key, ARGV[1]) end
 return 0
 ";
 
+/// Forgets a key's failures up to a time (ms): an operator lifted its lock.
+const FORGIVE: &str = r"
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+return 0
+";
+
 /// The connection to Redis and the scripts; shared by every limit of an instance.
 pub struct SharedStore {
     conn: ConnectionManager,
@@ -72,6 +78,7 @@ pub struct SharedStore {
     rate: redis::Script,
     reserve: redis::Script,
     release: redis::Script,
+    forgive: redis::Script,
     skip_until: Mutex<Option<Instant>>,
     errors: Counter,
 }
@@ -113,6 +120,7 @@ impl SharedStore {
             rate: redis::Script::new(RATE),
             reserve: redis::Script::new(RESERVE),
             release: redis::Script::new(RELEASE),
+            forgive: redis::Script::new(FORGIVE),
             skip_until: Mutex::new(None),
             errors,
         })
@@ -213,6 +221,15 @@ impl SharedStore {
         invocation.arg(member);
         if self.run(&invocation).await.is_none() {
             tracing::warn!("could not give a sign-in failure place back to Redis");
+        }
+    }
+
+    /// Forgets `key`'s failures at or before `until_ms` (Unix ms): its lock was lifted.
+    pub async fn forgive(&self, key: &str, until_ms: i64) {
+        let mut invocation = self.forgive.key(self.key(&["signin", key]));
+        invocation.arg(until_ms);
+        if self.run(&invocation).await.is_none() {
+            tracing::warn!("could not lift a sign-in lock in Redis");
         }
     }
 

@@ -1,15 +1,21 @@
 //! Signin throttling: failed signins per email and per client address (CONTRACT.md, Quota).
 //!
-//! Each key keeps the times of its recent failures (at most `failures` of them). A signin takes
-//! its place in the budget *before* its password is checked (a reservation) and gives it back
-//! only when the password was right, so however many arrive at once no more than `failures` wrong
-//! passwords are ever checked per key per window (issue 12.3). A refused attempt is not checked
-//! at all, so a correct guess made while locked is not revealed. A lock lasts until the oldest
-//! counted failure is `window` old.
+//! Each key keeps the times of its recent failures. A signin takes its place in the budget
+//! *before* its password is checked (a reservation) and gives it back only when the password was
+//! right, so however many arrive at once no more than the budget of wrong passwords are ever
+//! checked per key per window (issue 12.3). A refused attempt is not checked at all, so a correct
+//! guess made while locked is not revealed.
 //!
-//! With `[limits] url` the budget lives in Redis (one script per reservation, the same sliding
-//! window), so it holds across instances; while Redis does not answer, this instance's own map
-//! decides.
+//! An *email* locks after `failures` in the window, until the oldest is `window` old. An
+//! *address* is only slowed (issue 42: everyone behind one proxy or NAT shares it): past
+//! `failures` it waits a growing delay after its latest failure (1 s, 2 s, 4 s … at most a
+//! minute), and locks only past `ADDRESS_LOCK_FACTOR` times `failures`. So a right password
+//! for an account that is not locked still signs in from a throttled address after its delay.
+//! An operator lifts an email's lock (`forgive`): its failures until then stop counting.
+//!
+//! With `[limits] url` the budgets live in Redis (one script per reservation, the same sliding
+//! window), so they hold across instances; while Redis does not answer, this instance's own map
+//! decides. An address's delay is always this instance's own.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,6 +25,12 @@ use super::redis::{SharedStore, wait_secs};
 
 /// Keys kept before forgotten failures are swept out.
 const SWEEP_ABOVE: usize = 100_000;
+
+/// An address locks only past this many times the email's budget of failures.
+pub const ADDRESS_LOCK_FACTOR: usize = 10;
+
+/// The longest delay an address waits after its latest failure, short of its lock.
+const MAX_ADDRESS_DELAY: Duration = Duration::from_secs(60);
 
 pub struct SigninThrottle {
     budget: usize,
@@ -31,8 +43,8 @@ pub struct SigninThrottle {
 #[must_use = "a reservation is released only on success"]
 pub struct Reservation<'a> {
     throttle: &'a SigninThrottle,
-    keys: Vec<String>,
-    place: Place,
+    /// Each set of keys reserved together, and where.
+    parts: Vec<(Vec<String>, Place)>,
 }
 
 /// Where the place was taken.
@@ -75,14 +87,117 @@ impl SigninThrottle {
                 return match decided {
                     Ok(member) => Ok(Reservation {
                         throttle: self,
-                        keys: keys.to_vec(),
-                        place: Place::Shared(member),
+                        parts: vec![(keys.to_vec(), Place::Shared(member))],
                     }),
                     Err(wait_ms) => Err(wait_secs(wait_ms)),
                 };
             }
         }
         self.reserve_local(keys)
+    }
+
+    /// A sign-in's reservation: `email` (`email:…`) under the lock budget, `address`
+    /// (`addr:…`, when known) under its delay and its much larger lock budget. Refused: the
+    /// seconds to wait.
+    pub async fn reserve_signin(
+        &self,
+        email: &str,
+        address: Option<&str>,
+    ) -> Result<Reservation<'_>, u64> {
+        let Some(address) = address else {
+            return self.reserve(&[email.to_owned()]).await;
+        };
+        if let Some(wait) = self.address_delay(address, Instant::now()) {
+            return Err(wait.as_secs() + 1);
+        }
+        let mut held = self.reserve(&[email.to_owned()]).await?;
+        let lock = self.budget.saturating_mul(ADDRESS_LOCK_FACTOR);
+        let address_part = match self.reserve_budget(address, lock).await {
+            Ok(part) => part,
+            Err(wait) => {
+                held.release().await;
+                return Err(wait);
+            }
+        };
+        held.parts.push(address_part);
+        // The delay reads this instance's own record of the address, kept in both modes.
+        if matches!(held.parts.last(), Some((_, Place::Shared(_)))) {
+            let at = Instant::now();
+            self.map()
+                .entry(address.to_owned())
+                .or_default()
+                .push_back(at);
+            held.parts
+                .push((vec![address.to_owned()], Place::Local(at)));
+        }
+        Ok(held)
+    }
+
+    /// One key under its own `budget`, in Redis when it answers, else here.
+    async fn reserve_budget(&self, key: &str, budget: usize) -> Result<(Vec<String>, Place), u64> {
+        let keys = vec![key.to_owned()];
+        if let Some(store) = &self.shared {
+            let budget32 = u32::try_from(budget).unwrap_or(u32::MAX);
+            if let Some(decided) = store.reserve(&keys, budget32, self.window).await {
+                return decided
+                    .map(|member| (keys, Place::Shared(member)))
+                    .map_err(wait_secs);
+            }
+        }
+        let now = Instant::now();
+        let mut map = self.map();
+        let q = map.entry(key.to_owned()).or_default();
+        while q
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= self.window)
+        {
+            q.pop_front();
+        }
+        if q.len() >= budget
+            && let Some(oldest) = q.front()
+        {
+            return Err((*oldest + self.window)
+                .saturating_duration_since(now)
+                .as_secs()
+                + 1);
+        }
+        q.push_back(now);
+        Ok((keys, Place::Local(now)))
+    }
+
+    /// How long `address` must still wait after its latest failure: nothing up to `budget`
+    /// failures in the window, then 1 s doubling with each further one, at most a minute.
+    fn address_delay(&self, address: &str, now: Instant) -> Option<Duration> {
+        let map = self.map();
+        let q = map.get(address)?;
+        let recent = q
+            .iter()
+            .filter(|t| now.duration_since(**t) < self.window)
+            .count();
+        if recent < self.budget {
+            return None;
+        }
+        let doublings = u32::try_from(recent - self.budget)
+            .unwrap_or(u32::MAX)
+            .min(16);
+        let delay = Duration::from_secs(1u64 << doublings).min(MAX_ADDRESS_DELAY);
+        let latest = q.back()?;
+        let wait = (*latest + delay).saturating_duration_since(now);
+        (!wait.is_zero()).then_some(wait)
+    }
+
+    /// Forgets `key`'s failures up to `until` (Unix seconds): an operator lifted its lock.
+    pub async fn forgive(&self, key: &str, until: f64) {
+        if let Some(store) = &self.shared {
+            store.forgive(key, (until * 1000.0) as i64).await;
+        }
+        // Stored times are instants: a failure is forgiven when it is older than the lifting.
+        let age = (crate::clock::now() - until).max(0.0);
+        let now = Instant::now();
+        let mut map = self.map();
+        if let Some(q) = map.get_mut(key) {
+            q.retain(|t| now.duration_since(*t).as_secs_f64() < age);
+        }
     }
 
     fn reserve_local(&self, keys: &[String]) -> Result<Reservation<'_>, u64> {
@@ -120,8 +235,7 @@ impl SigninThrottle {
         }
         Ok(Reservation {
             throttle: self,
-            keys: keys.to_vec(),
-            place: Place::Local(now),
+            parts: vec![(keys.to_vec(), Place::Local(now))],
         })
     }
 }
@@ -129,21 +243,23 @@ impl SigninThrottle {
 impl Reservation<'_> {
     /// Gives the place back: the password was right, or it was never checked (a store failure).
     pub async fn release(self) {
-        let at = match &self.place {
-            Place::Local(at) => *at,
-            Place::Shared(member) => {
-                if let Some(store) = &self.throttle.shared {
-                    store.release(&self.keys, member).await;
+        for (keys, place) in &self.parts {
+            match place {
+                Place::Shared(member) => {
+                    if let Some(store) = &self.throttle.shared {
+                        store.release(keys, member).await;
+                    }
                 }
-                return;
-            }
-        };
-        let mut map = self.throttle.map();
-        for key in &self.keys {
-            if let Some(q) = map.get_mut(key)
-                && let Some(i) = q.iter().position(|t| *t == at)
-            {
-                q.remove(i);
+                Place::Local(at) => {
+                    let mut map = self.throttle.map();
+                    for key in keys {
+                        if let Some(q) = map.get_mut(key)
+                            && let Some(i) = q.iter().position(|t| t == at)
+                        {
+                            q.remove(i);
+                        }
+                    }
+                }
             }
         }
     }
@@ -165,5 +281,59 @@ mod tests {
         held.into_iter().next().unwrap().release().await;
         assert!(t.reserve_local(&keys).is_ok());
         assert!(t.reserve_local(&keys).is_err());
+    }
+
+    #[tokio::test]
+    async fn an_address_is_slowed_and_locked_only_much_later() {
+        let t = SigninThrottle::new(2, Duration::from_secs(900));
+        // Two failures for two emails: neither is locked, the address is not slowed yet.
+        let _a = t
+            .reserve_signin("email:a@x.com", Some("addr:1.2.3.4"))
+            .await
+            .unwrap();
+        let _b = t
+            .reserve_signin("email:b@x.com", Some("addr:1.2.3.4"))
+            .await
+            .unwrap();
+        // Past the budget the address waits a second after its latest failure…
+        let wait = t
+            .reserve_signin("email:c@x.com", Some("addr:1.2.3.4"))
+            .await
+            .err();
+        assert_eq!(wait, Some(1), "a delay of one second, in whole seconds");
+        // …another address does not,
+        assert!(
+            t.reserve_signin("email:c@x.com", Some("addr:5.6.7.8"))
+                .await
+                .is_ok()
+        );
+        // and once the delay has passed (here: forgotten), a right password goes through.
+        let ok = t
+            .reserve_signin("email:d@x.com", Some("addr:9.9.9.9"))
+            .await
+            .unwrap();
+        ok.release().await;
+        // The email's own lock holds whatever the address.
+        let _c = t
+            .reserve_signin("email:e@x.com", Some("addr:7.7.7.1"))
+            .await
+            .unwrap();
+        let _d = t
+            .reserve_signin("email:e@x.com", Some("addr:7.7.7.2"))
+            .await
+            .unwrap();
+        assert!(
+            t.reserve_signin("email:e@x.com", Some("addr:7.7.7.3"))
+                .await
+                .is_err()
+        );
+        // An operator lifts it: the failures before now stop counting.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        t.forgive("email:e@x.com", crate::clock::now()).await;
+        assert!(
+            t.reserve_signin("email:e@x.com", Some("addr:7.7.7.3"))
+                .await
+                .is_ok()
+        );
     }
 }

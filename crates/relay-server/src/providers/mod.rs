@@ -3,7 +3,8 @@
 //! Each provider's wire format stays inside its own module (`openai` also serves every
 //! OpenAI-compatible server); what leaves a module is only the types below. The rule every
 //! adapter keeps: a key goes into a request header and nowhere else, and an error says what
-//! kind of failure happened (a status, a short machine code) but never repeats a response body.
+//! kind of failure happened (a status, a short machine code) and repeats the provider's own
+//! message only as `sanitise` leaves it (no credential, account id or query string).
 
 pub mod anthropic;
 pub mod demo;
@@ -13,6 +14,7 @@ pub mod openai_responses;
 pub mod outgoing;
 pub mod passthrough;
 pub mod registry;
+pub mod sanitise;
 pub mod sse;
 pub mod transport;
 
@@ -184,9 +186,14 @@ pub enum ProviderError {
     #[error("the provider is rate limiting requests{}", RetryAfter(*.retry_after))]
     RateLimited { retry_after: Option<Duration> },
     /// Another non-2xx answer, or an error reported inside the stream. `message` is the
-    /// provider's error type/code only, sanitized.
-    #[error("the provider answered with status {status} ({message})")]
-    Status { status: u16, message: String },
+    /// provider's error type/code only, sanitized; `detail` the provider's own message as
+    /// `sanitise::provider_message` leaves it (issue 42: the user sees why).
+    #[error("the provider answered with status {status} ({message}){}", Detail(.detail.as_deref()))]
+    Status {
+        status: u16,
+        message: String,
+        detail: Option<String>,
+    },
     /// A malformed stream: bad framing, invalid JSON, or an end without a finish.
     #[error("the provider's stream was malformed: {0}")]
     Protocol(String),
@@ -213,6 +220,18 @@ impl fmt::Display for RetryAfter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
             Some(d) => write!(f, " (retry after {}s)", d.as_secs()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Renders `: <the provider's message>` for the `Status` message.
+struct Detail<'a>(Option<&'a str>);
+
+impl fmt::Display for Detail<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(d) => write!(f, ": {d}"),
             None => Ok(()),
         }
     }
@@ -378,7 +397,30 @@ pub(crate) fn error_from_json(http_status: Option<u16>, body: &Value) -> Provide
             "stream_error".to_owned()
         }
     });
-    ProviderError::Status { status, message }
+    // OpenAI, Anthropic and Gemini put the text in `error.message`; Ollama and llama.cpp
+    // servers answer `{"error": "text"}`.
+    let text = error
+        .get("message")
+        .and_then(Value::as_str)
+        .or_else(|| body.get("error").and_then(Value::as_str));
+    ProviderError::Status {
+        status,
+        message,
+        detail: text.and_then(sanitise::provider_message),
+    }
+}
+
+/// The error a non-2xx HTTP answer's body stands for: its JSON as `error_from_json` reads it,
+/// or a body that is not JSON (a proxy's page, a plain-text error) as the message itself.
+pub(crate) fn error_from_body(http_status: u16, body: &[u8]) -> ProviderError {
+    if let Ok(json) = serde_json::from_slice::<Value>(body) {
+        return error_from_json(Some(http_status), &json);
+    }
+    let mut error = error_from_json(Some(http_status), &Value::Null);
+    if let ProviderError::Status { detail, .. } = &mut error {
+        *detail = sanitise::provider_message(&String::from_utf8_lossy(body));
+    }
+    error
 }
 
 /// Anthropic names its errors instead of numbering them when they arrive inside a stream.

@@ -166,6 +166,14 @@ pub trait AuthStore: Send + Sync {
     async fn admit_leg(&self, user_id: &str) -> StoreResult<Admission>;
     /// Gives back a unit taken by `admit_leg`.
     async fn refund_leg(&self, user_id: &str) -> StoreResult<()>;
+    /// Sets `used` back to 0 for every account whose count belongs to a month (`YYYYMM`) before
+    /// `month`, which it then belongs to (`[auth] quota_period = "month"`); how many changed.
+    async fn roll_quota_month(&self, month: i64) -> StoreResult<u64>;
+    /// Records that an operator lifted the account's sign-in lock at `now`: failures before it
+    /// stop counting (`limits::signin`). False when there is no such account.
+    async fn unlock_signin(&self, email: &str, now: f64) -> StoreResult<bool>;
+    /// When an operator last lifted the account's sign-in lock, if ever.
+    async fn signin_unlocked_at(&self, email: &str) -> StoreResult<Option<f64>>;
 
     /// Idempotent: a repeated email changes nothing and is not reported.
     async fn add_to_waitlist(&self, email: &str, source: &str, now: f64) -> StoreResult<()>;

@@ -63,11 +63,9 @@ pub async fn check(
     let Some(user_id) = user_id else {
         return Ok(());
     };
-    if of(store, default_budget, user_id).await?.exhausted() {
-        return Err(ApiError::new(
-            ErrorCode::BudgetExceeded,
-            "the account's monthly token budget is used up; ask an operator to raise it",
-        ));
+    let budget = of(store, default_budget, user_id).await?;
+    if budget.exhausted() {
+        return Err(exhausted(budget.token_budget, budget.tokens_used));
     }
     Ok(())
 }
@@ -113,7 +111,7 @@ pub async fn reserve(
             .saturating_sub(state.used)
             .saturating_sub(state.reserved);
         if state.used >= budget {
-            return Err(exhausted());
+            return Err(exhausted(budget, state.used));
         }
         if remaining <= prompt {
             return Err(ApiError::new(
@@ -152,9 +150,14 @@ pub async fn reserve(
     ))
 }
 
-fn exhausted() -> ApiError {
+/// The refusal of a used-up budget: the budget, the figure and when it resets (issue 42).
+fn exhausted(budget: i64, used: i64) -> ApiError {
+    let resets =
+        super::period::rfc3339(super::period::next_month_start(crate::clock::now() as i64));
     ApiError::new(
         ErrorCode::BudgetExceeded,
-        "the account's monthly token budget is used up; ask an operator to raise it",
+        format!(
+            "the account's monthly token budget of {budget} tokens is used up ({used} used this month); it resets at {resets}; ask an operator to raise it"
+        ),
     )
 }

@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod ledger;
+pub mod period;
 
 use std::collections::HashMap;
 use std::time::Instant;

@@ -19,11 +19,16 @@ async fn signup_me_signout_me_is_the_whole_session_flow() {
     assert_eq!(session["role"], "user");
     assert_eq!(session["limit"], 100);
 
-    let me = body(app.me(Some(&token)).await).await;
+    let mut me = body(app.me(Some(&token)).await).await;
+    // The month's end moves with the clock: checked for its shape, then set aside.
+    for at in ["quota_resets_at", "tokens_resets_at"] {
+        let t = me.as_object_mut().unwrap().remove(at).unwrap();
+        assert!(t.as_str().unwrap().ends_with("-01T00:00:00Z"), "{t}");
+    }
     assert_eq!(
         me,
         json!({"auth": true, "role": "user", "email": "ada@example.com", "limit": 100, "used": 0, "remaining": 100,
-            "token_budget": -1, "tokens_used": 0, "tokens_remaining": -1})
+            "token_budget": -1, "tokens_used": 0, "tokens_remaining": -1, "quota_period": "month"})
     );
 
     let r = app.post("/v1/auth/signout", Some(&token), &json!({})).await;
@@ -319,11 +324,19 @@ async fn closed_signups_are_403_signup_closed() {
 async fn open_mode_ignores_tokens_and_answers_local() {
     let app = TestApp::open().await;
     let expected = json!({"auth": false, "role": "local", "email": "", "limit": -1, "used": 0, "remaining": -1,
-        "token_budget": -1, "tokens_used": 0, "tokens_remaining": -1});
+        "token_budget": -1, "tokens_used": 0, "tokens_remaining": -1, "quota_period": "never",
+        "quota_resets_at": null});
     for token in [None, Some("rly_garbage"), Some("anything")] {
         let r = app.me(token).await;
         assert_eq!(r.status(), StatusCode::OK);
-        assert_eq!(body(r).await, expected);
+        let mut me = body(r).await;
+        let at = me
+            .as_object_mut()
+            .unwrap()
+            .remove("tokens_resets_at")
+            .unwrap();
+        assert!(at.as_str().unwrap().ends_with("-01T00:00:00Z"), "{at}");
+        assert_eq!(me, expected);
     }
     // An unchanged client can still sign in; its token is accepted and ignored.
     for path in ["/v1/auth/signin", "/v1/auth/signup"] {

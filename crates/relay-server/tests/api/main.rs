@@ -20,6 +20,7 @@ mod console;
 mod docs;
 mod embeddings;
 mod fake_upstream;
+mod first_hour;
 mod hardening;
 mod helpers;
 mod hostile_stream;

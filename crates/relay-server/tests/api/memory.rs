@@ -75,7 +75,7 @@ async fn remember_stores_a_note_with_the_contract_fields() {
             &json!({"note": "  Use sqlx, not diesel.  ", "project_id": "p1", "author": "agent", "mem_type": "decision"}),
         )
         .await;
-    assert_eq!(body(r).await, json!({"ok": true}));
+    assert_eq!(body(r).await, json!({"ok": true, "id": "mem#local#p1#1"}));
     let list = app.list(None, "?project_id=p1").await;
     assert_eq!(list["total"], 1);
     let note = &list["items"][0];
@@ -181,11 +181,12 @@ async fn exact_duplicates_are_folded() {
     let app = TestApp::open().await;
     assert_eq!(
         body(app.remember(None, "p", "run  cargo\ttest").await).await,
-        json!({"ok": true})
+        json!({"ok": true, "id": "mem#local#p#1"})
     );
+    // The folded duplicate answers the note that was already there.
     assert_eq!(
         body(app.remember(None, "p", " run cargo test ").await).await,
-        json!({"ok": true})
+        json!({"ok": true, "id": "mem#local#p#1"})
     );
     app.remember(None, "other", "run cargo test").await;
     assert_eq!(app.list(None, "?project_id=p").await["total"], 1);

@@ -240,7 +240,7 @@ fn invalid_json_is_a_protocol_error() {
 }
 
 #[test]
-fn in_stream_errors_name_only_their_type() {
+fn in_stream_errors_name_their_type_and_a_sanitised_message() {
     let secret = "sk-test-SECRET";
     let anthropic_overloaded = feed_all(
         anthropic::Normaliser::new(),
@@ -255,7 +255,8 @@ fn in_stream_errors_name_only_their_type() {
         anthropic_overloaded.end,
         Err(ProviderError::Status {
             status: 529,
-            message: "overloaded_error".into()
+            message: "overloaded_error".into(),
+            detail: Some("Overloaded [redacted]".into()),
         })
     );
     let anthropic_rate = feed_all(
@@ -282,7 +283,8 @@ fn in_stream_errors_name_only_their_type() {
         gemini.end,
         Err(ProviderError::Status {
             status: 503,
-            message: "UNAVAILABLE".into()
+            message: "UNAVAILABLE".into(),
+            detail: Some("overloaded [redacted]".into()),
         })
     );
     // An error code that is really a key is not repeated.
@@ -395,32 +397,39 @@ fn retryable_before_output() {
         ProviderError::Status {
             status: 500,
             message: "x".into(),
+            detail: None,
         },
         ProviderError::Status {
             status: 529,
             message: "overloaded_error".into(),
+            detail: None,
         },
         ProviderError::Status {
             status: 408,
             message: "x".into(),
+            detail: None,
         },
         ProviderError::Status {
             status: 409,
             message: "x".into(),
+            detail: None,
         },
     ];
     let final_ = [
         ProviderError::Status {
             status: 400,
             message: "x".into(),
+            detail: None,
         },
         ProviderError::Status {
             status: 401,
             message: "x".into(),
+            detail: None,
         },
         ProviderError::Status {
             status: 404,
             message: "x".into(),
+            detail: None,
         },
         ProviderError::Protocol("x".into()),
     ];

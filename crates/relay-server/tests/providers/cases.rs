@@ -28,6 +28,8 @@ pub(crate) enum End {
     Status {
         status: u16,
         message: &'static str,
+        /// The provider's own message, as the user sees it.
+        detail: Option<&'static str>,
     },
 }
 
@@ -60,9 +62,14 @@ impl Case {
                         server_tool_uses: None,
                     },
                 )),
-                End::Status { status, message } => Err(ProviderError::Status {
+                End::Status {
+                    status,
+                    message,
+                    detail,
+                } => Err(ProviderError::Status {
                     status: *status,
                     message: (*message).to_owned(),
+                    detail: detail.map(str::to_owned),
                 }),
             },
         }
@@ -209,7 +216,13 @@ pub(crate) const CASES: &[Case] = &[
         adapter: Adapter::OpenAi,
         text: "",
         reasoning: "We need to call the tool with invalid parameters first, then second call with valid args. The user wants us to test error handling. So first call should have wrong parameters (e.g., missing required \"name\" or extra param). The tool expects only \"name\". If we send extra property, that might cause error. Or missing \"name\". We'll do a call with missing name: {}. Then second call with name: \"test\". Let's do that.",
-        end: End::Status { status: 400, message: "tool_use_failed" },
+        end: End::Status {
+            status: 400,
+            message: "tool_use_failed",
+            detail: Some(
+                "Tool call validation failed: tool call validation failed: parameters for tool get_something_by_name did not match schema: errors: [missing properties: 'name', additionalProperties 'invalid_param' not allowed]",
+            ),
+        },
     },
     Case {
         // finish_reason "length" first, then a chunk with an `error` {code: 400}: the error wins.
@@ -217,7 +230,11 @@ pub(crate) const CASES: &[Case] = &[
         adapter: Adapter::OpenAi,
         text: "",
         reasoning: "We need to respond to a greeting. The user",
-        end: End::Status { status: 400, message: "stream_error" },
+        end: End::Status {
+            status: 400,
+            message: "stream_error",
+            detail: Some("Token limit reached"),
+        },
     },
     Case {
         // The call chunk comes twice with id "0"; no finish_reason, only [DONE].

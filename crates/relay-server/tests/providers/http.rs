@@ -430,13 +430,20 @@ async fn llamacpp_http_400_names_the_error_type() {
             .await
             .err()
             .expect("an error");
-        assert_eq!(
-            err,
-            ProviderError::Status {
-                status: 400,
-                message: (*code).to_owned()
-            },
-            "{file}"
+        let ProviderError::Status {
+            status,
+            message,
+            detail,
+        } = &err
+        else {
+            panic!("{file}: {err:?}");
+        };
+        assert_eq!((*status, message.as_str()), (400, *code), "{file}");
+        // The server's own words reach the user (issue 42).
+        assert!(
+            detail.as_deref().is_some_and(|d| !d.is_empty())
+                && err.to_string().contains(detail.as_deref().unwrap_or("-")),
+            "{file}: {err}"
         );
         assert!(!err.retryable_before_output());
     }

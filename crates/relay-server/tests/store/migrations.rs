@@ -55,6 +55,7 @@ async fn postgres_migrations_are_safe_when_instances_start_together() {
             (37, true),
             (38, true),
             (40, true),
+            (42, true),
             (44, true)
         ]
     );

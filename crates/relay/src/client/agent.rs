@@ -249,17 +249,18 @@ impl Session {
 
     /// Legs until `done`; the conversation grows by the assistant's messages and the tool results.
     pub async fn turn(&mut self) -> anyhow::Result<()> {
+        // The tool calls this turn ran: a leg refused afterwards (quota, budget) says what ran.
+        let mut ran: Vec<String> = Vec::new();
         for _ in 0..MAX_LEGS {
             let label = format!(
                 "waiting for {}",
                 display::line(self.model.as_deref().unwrap_or("the model"))
             );
             let spinner = Spinner::start(label, self.interactive);
-            let mut stream = self
-                .client
-                .leg(&self.request())
-                .await
-                .map_err(|e| explain(&self.server, e))?;
+            let mut stream = match self.client.leg(&self.request()).await {
+                Ok(stream) => stream,
+                Err(e) => return Err(refused_part_way(explain(&self.server, e), &ran)),
+            };
             let mut text = String::new();
             let mut calls: Option<Vec<ToolCall>> = None;
             // Markdown rendered on a colour terminal; plain escaped text elsewhere.
@@ -344,6 +345,11 @@ impl Session {
             });
             for call in calls {
                 let result = self.call(&call).await;
+                ran.push(format!(
+                    "{} {}",
+                    display::line(&call.name),
+                    tools::summary(&call.arguments, SUMMARY_CHARS)
+                ));
                 self.messages.push(Message {
                     role: MessageRole::Tool,
                     content: Some(Content::Text(result)),
@@ -400,4 +406,16 @@ impl Session {
         }
         result
     }
+}
+
+/// A leg refused after tools of the task already ran (quota, budget, any refusal): the error,
+/// then what ran, since files written and commands run stay done (issue 42).
+fn refused_part_way(error: anyhow::Error, ran: &[String]) -> anyhow::Error {
+    if ran.is_empty() {
+        return error;
+    }
+    anyhow::anyhow!(
+        "{error}\nthe task stopped part-way; its tool calls that already ran (their effects stay):\n  {}",
+        ran.join("\n  ")
+    )
 }

@@ -79,6 +79,53 @@ pub async fn logout(server: Option<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What an account may still use, one line per limit, each with its period and reset (issue 42):
+/// units (legs) and tokens; a limit that is used up says so, since every leg is then refused.
+fn standing(me: &relay_client::wire::account::Me) -> String {
+    let reset = |at: &Option<String>| {
+        at.as_deref()
+            .map_or_else(String::new, |at| format!("; resets {}", display::line(at)))
+    };
+    let units = if me.limit < 0 {
+        format!("{} used, unlimited", me.used)
+    } else {
+        let period = if me.quota_period == "month" {
+            "this month".to_owned()
+        } else {
+            "in all (never resets by itself)".to_owned()
+        };
+        let out = if me.remaining == 0 {
+            " (used up: legs are refused)"
+        } else {
+            ""
+        };
+        format!(
+            "{} used of {} {period}, {} left{out}{}",
+            me.used,
+            me.limit,
+            me.remaining,
+            reset(&me.quota_resets_at)
+        )
+    };
+    let tokens = if me.token_budget < 0 {
+        format!("{} used this month, unlimited", me.tokens_used)
+    } else {
+        let out = if me.tokens_remaining == 0 {
+            " (used up: legs are refused)"
+        } else {
+            ""
+        };
+        format!(
+            "{} used of {} this month, {} left{out}{}",
+            me.tokens_used,
+            me.token_budget,
+            me.tokens_remaining,
+            reset(&me.tokens_resets_at)
+        )
+    };
+    format!("  units   {units}\n  tokens  {tokens}\n")
+}
+
 pub async fn whoami(server: Option<String>) -> anyhow::Result<()> {
     let server = server_url(server);
     let me = connect(&server)?
@@ -86,17 +133,12 @@ pub async fn whoami(server: Option<String>) -> anyhow::Result<()> {
         .await
         .map_err(|e| explain(&server, e))?;
     if me.auth {
-        let remaining = if me.remaining < 0 {
-            "unlimited".to_owned()
-        } else {
-            me.remaining.to_string()
-        };
         println!(
-            "{} ({}) on {server}: {} legs used, {remaining} remaining",
+            "{} ({}) on {server}",
             display::line(&me.email),
             display::line(&me.role.to_string()),
-            me.used
         );
+        print!("{}", standing(&me));
     } else {
         println!(
             "open mode on {server}: no accounts; {} legs served",

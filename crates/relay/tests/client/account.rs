@@ -41,6 +41,21 @@ async fn login_stores_a_private_token_per_server_whoami_uses_it_logout_revokes_i
         "{}",
         stdout(&out)
     );
+    // Units and tokens, each with its period and reset (issue 42).
+    let shown = stdout(&out);
+    let units = shown
+        .lines()
+        .find(|l| l.starts_with("  units "))
+        .unwrap_or("");
+    assert!(
+        units.contains("this month") && units.contains("resets ") && units.contains(" left"),
+        "{shown}"
+    );
+    let tokens = shown
+        .lines()
+        .find(|l| l.starts_with("  tokens "))
+        .unwrap_or("");
+    assert!(tokens.contains("this month"), "{shown}");
 
     let out = run.run(&["agent", "-p", "hello"], "").await;
     assert!(
@@ -84,4 +99,40 @@ async fn without_xdg_config_home_credentials_go_to_dot_config() {
     let out = child.wait_with_output().await.unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(run.home.join(".config/relay/credentials.toml").is_file());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_refused_for_quota_after_its_tool_ran_says_what_ran() {
+    let relay = Relay::with_auth(
+        vec![Reply::Tools(vec![(
+            "c1",
+            "read_file",
+            serde_json::json!({"path": "notes.txt"}),
+        )])],
+        "default_limit = 1",
+    )
+    .await;
+    relay.signup("q@example.com").await;
+    let p = project(None);
+    std::fs::write(p.path().join("notes.txt"), "hello").unwrap();
+    let run = Run::new(&relay, p.path());
+    let out = run
+        .run(
+            &["login", "--email", "q@example.com"],
+            "correct-horse-battery\n",
+        )
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The first leg takes the only unit and asks for a tool; the next leg is refused.
+    let out = run.run(&["agent", "-p", "read my notes"], "").await;
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(
+        said.contains("quota_exceeded")
+            && said.contains("resets at")
+            && said.contains("the task stopped part-way")
+            && said.contains("read_file")
+            && said.contains("notes.txt"),
+        "{said}"
+    );
 }

@@ -141,6 +141,7 @@ async fn accounts_memory_tools_search_and_suggest() {
             &id,
             &PatchRequest {
                 content: Some("edited".into()),
+                note: None,
                 pinned: None,
             },
         )

@@ -1,14 +1,12 @@
 //! Sending a request and reading a refusal: a non-2xx answer becomes a `ProviderError` that
-//! carries no body, URL or header (429 with its `Retry-After`), and a transport error is
-//! described by kind only.
+//! carries no URL or header and of the body only its sanitised message (429 with its
+//! `Retry-After`), and a transport error is described by kind only.
 
 use std::time::Duration;
 
+use crate::providers::{ProviderError, error_from_body};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use serde_json::Value;
-
-use crate::providers::{ProviderError, error_from_json};
 
 /// What a transport error while streaming is reported as (its own message may name the URL).
 pub(crate) const BROKE: &str = "the connection broke while streaming";
@@ -45,8 +43,7 @@ where
     let body = tokio::time::timeout(Duration::from_secs(5), read_capped(body, 64 * 1024))
         .await
         .unwrap_or_default();
-    let json = serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null);
-    error_from_json(Some(status.as_u16()), &json)
+    error_from_body(status.as_u16(), &body)
 }
 
 /// A reqwest error described by kind only: its `Display` names the URL, and a Gemini URL

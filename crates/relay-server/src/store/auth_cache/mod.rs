@@ -243,6 +243,21 @@ impl AuthStore for CachedAuth {
         self.inner.refund_leg(user_id).await
     }
 
+    async fn roll_quota_month(&self, month: i64) -> StoreResult<u64> {
+        let rolled = self.inner.roll_quota_month(month).await;
+        // Cached accounts carry last month's `used`.
+        self.cache.clear();
+        rolled
+    }
+
+    async fn unlock_signin(&self, email: &str, now: f64) -> StoreResult<bool> {
+        self.inner.unlock_signin(email, now).await
+    }
+
+    async fn signin_unlocked_at(&self, email: &str) -> StoreResult<Option<f64>> {
+        self.inner.signin_unlocked_at(email).await
+    }
+
     async fn add_to_waitlist(&self, email: &str, source: &str, now: f64) -> StoreResult<()> {
         self.inner.add_to_waitlist(email, source, now).await
     }

@@ -11,8 +11,8 @@ use crate::store::{Admission, AuthStore, NewUser, StoreError, StoreResult, User,
 impl AuthStore for PgStore {
     async fn create_user(&self, user: NewUser) -> StoreResult<User> {
         sqlx::query(
-            "INSERT INTO users (id, email, password_hash, role, quota_limit, used, created_at)
-             VALUES ($1, $2, $3, $4, $5, 0, $6)",
+            "INSERT INTO users (id, email, password_hash, role, quota_limit, used, created_at, used_month)
+             VALUES ($1, $2, $3, $4, $5, 0, $6, $7)",
         )
         .bind(&user.id)
         .bind(user.email.as_str())
@@ -20,6 +20,7 @@ impl AuthStore for PgStore {
         .bind(user.role.as_str())
         .bind(user.limit)
         .bind(user.created_at)
+        .bind(crate::store::usage::month_of(user.created_at as i64))
         .execute(&self.pool)
         .await?;
         Ok(User {
@@ -157,6 +158,33 @@ impl AuthStore for PgStore {
 
     async fn refund_leg(&self, user_id: &str) -> StoreResult<()> {
         self.writes.refund.submit(user_id.to_owned()).await
+    }
+
+    async fn roll_quota_month(&self, month: i64) -> StoreResult<u64> {
+        let done = sqlx::query("UPDATE users SET used = 0, used_month = $1 WHERE used_month < $2")
+            .bind(month)
+            .bind(month)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn unlock_signin(&self, email: &str, now: f64) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE users SET signin_unlocked_at = $1 WHERE email = $2")
+            .bind(now)
+            .bind(email)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn signin_unlocked_at(&self, email: &str) -> StoreResult<Option<f64>> {
+        let at: Option<Option<f64>> =
+            sqlx::query_scalar("SELECT signin_unlocked_at FROM users WHERE email = $1")
+                .bind(email)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(at.flatten())
     }
 
     async fn add_to_waitlist(&self, email: &str, source: &str, now: f64) -> StoreResult<()> {

@@ -11,8 +11,8 @@ use crate::store::{Admission, AuthStore, NewUser, StoreResult, User, UserChanges
 impl AuthStore for SqliteStore {
     async fn create_user(&self, user: NewUser) -> StoreResult<User> {
         sqlx::query(
-            "INSERT INTO users (id, email, password_hash, role, quota_limit, used, created_at)
-             VALUES (?, ?, ?, ?, ?, 0, ?)",
+            "INSERT INTO users (id, email, password_hash, role, quota_limit, used, created_at, used_month)
+             VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
         )
         .bind(&user.id)
         .bind(user.email.as_str())
@@ -20,6 +20,7 @@ impl AuthStore for SqliteStore {
         .bind(user.role.as_str())
         .bind(user.limit)
         .bind(user.created_at)
+        .bind(crate::store::usage::month_of(user.created_at as i64))
         .execute(&self.pool)
         .await?;
         Ok(User {
@@ -149,6 +150,33 @@ impl AuthStore for SqliteStore {
 
     async fn refund_leg(&self, user_id: &str) -> StoreResult<()> {
         self.writes.refund(user_id).await
+    }
+
+    async fn roll_quota_month(&self, month: i64) -> StoreResult<u64> {
+        let done = sqlx::query("UPDATE users SET used = 0, used_month = ? WHERE used_month < ?")
+            .bind(month)
+            .bind(month)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn unlock_signin(&self, email: &str, now: f64) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE users SET signin_unlocked_at = ? WHERE email = ?")
+            .bind(now)
+            .bind(email)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn signin_unlocked_at(&self, email: &str) -> StoreResult<Option<f64>> {
+        let at: Option<Option<f64>> =
+            sqlx::query_scalar("SELECT signin_unlocked_at FROM users WHERE email = ?")
+                .bind(email)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(at.flatten())
     }
 
     async fn add_to_waitlist(&self, email: &str, source: &str, now: f64) -> StoreResult<()> {
