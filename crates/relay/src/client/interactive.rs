@@ -1,8 +1,8 @@
 //! The interactive session: a prompt (the line editor on a terminal), slash commands, a turn,
 //! the status line (under the prompt on a terminal, a line of its own elsewhere), again, until
-//! ctrl-d or `/exit`. A turn that fails puts the typed message
-//! back at the prompt; every conversation is saved after each answer so `-c` and `/resume` can
-//! take it up again, with the very messages that were sent.
+//! ctrl-d or `/exit`. A turn that fails puts the typed message back at the prompt; every
+//! conversation is saved after each answer so `-c` and `/resume` can take it up again, with the
+//! very messages that were sent.
 
 use super::agent::{Session, message, parse_role, role_name};
 use super::display;
