@@ -42,8 +42,8 @@ fn agents_bin() -> Option<PathBuf> {
     None
 }
 
-/// `relay <args>` to its end (the agents take seconds each); its stdout and stderr, and whether
-/// it succeeded.
+/// `relay <args>` to its end (the agents take seconds each): its stdout and stderr; a failure
+/// fails the test.
 async fn relay_run(run: &Run, args: &[&str]) -> String {
     let child = run
         .command(args)
