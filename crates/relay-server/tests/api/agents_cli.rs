@@ -2,7 +2,8 @@
 //! over an `openai` and an `anthropic` provider, and Claude Code (`claude -p`), each running a
 //! shell tool round trip against a scripted fake provider. The binaries come from
 //! `tests/agents` (`npm ci`); `RELAY_AGENTS_BIN` names their folder. With it unset and the
-//! binaries missing the tests say SKIPPED and pass; with it set, a missing binary fails.
+//! binaries missing the tests say SKIPPED and pass; with it set, or under CI (`CI=true`), a
+//! missing binary fails.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -17,10 +18,12 @@ use crate::agent::with_fake;
 use crate::fake_upstream::{self as up, FakeUpstream};
 use crate::helpers::{TestApp, auth_config};
 
-/// The agent binary, or None (SKIPPED) when it is missing and not required.
-fn agent_bin(name: &str) -> Option<PathBuf> {
-    let required = std::env::var_os("RELAY_AGENTS_BIN");
-    let dir = required.clone().map(PathBuf::from).unwrap_or_else(|| {
+/// The agent binary, or None (SKIPPED) when it is missing and not required: `RELAY_AGENTS_BIN`
+/// set or `CI=true` requires it.
+pub(crate) fn agent_bin(name: &str) -> Option<PathBuf> {
+    let set = std::env::var_os("RELAY_AGENTS_BIN");
+    let required = set.is_some() || std::env::var("CI").is_ok_and(|v| v == "true");
+    let dir = set.map(PathBuf::from).unwrap_or_else(|| {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/agents/node_modules/.bin")
     });
     let bin = dir.join(name);
@@ -28,8 +31,8 @@ fn agent_bin(name: &str) -> Option<PathBuf> {
         return Some(bin);
     }
     assert!(
-        required.is_none(),
-        "RELAY_AGENTS_BIN is set but {} is missing",
+        !required,
+        "{} is missing (RELAY_AGENTS_BIN or CI=true require it; cd tests/agents && npm ci)",
         bin.display()
     );
     eprintln!(
@@ -41,13 +44,13 @@ fn agent_bin(name: &str) -> Option<PathBuf> {
 
 /// A scripted Anthropic Messages upstream: answers each `/v1/messages` with the next queued SSE
 /// body (else a short text answer) and records the request bodies.
-struct FakeAnthropic {
-    base_url: String,
+pub(crate) struct FakeAnthropic {
+    pub(crate) base_url: String,
     script: Arc<Mutex<VecDeque<String>>>,
     requests: Arc<Mutex<Vec<Value>>>,
 }
 
-fn anthropic_sse(blocks: &[Value], stop_reason: &str) -> String {
+pub(crate) fn anthropic_sse(blocks: &[Value], stop_reason: &str) -> String {
     let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
     let mut out = event(
         "message_start",
@@ -88,7 +91,7 @@ fn anthropic_sse(blocks: &[Value], stop_reason: &str) -> String {
 }
 
 impl FakeAnthropic {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let script: Arc<Mutex<VecDeque<String>>> = Arc::default();
         let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
         let (s, r) = (script.clone(), requests.clone());
@@ -120,11 +123,11 @@ impl FakeAnthropic {
         }
     }
 
-    fn push(&self, sse: String) {
+    pub(crate) fn push(&self, sse: String) {
         self.script.lock().unwrap().push_back(sse);
     }
 
-    fn requests(&self) -> Vec<Value> {
+    pub(crate) fn requests(&self) -> Vec<Value> {
         self.requests.lock().unwrap().clone()
     }
 }
@@ -149,7 +152,7 @@ async fn relay(fake: &FakeUpstream, anthropic: Option<&FakeAnthropic>) -> TestAp
 }
 
 /// Runs `bin args` in `cwd` with `envs`; panics with its output unless it exits 0.
-async fn run(
+pub(crate) async fn run(
     bin: &PathBuf,
     args: &[&str],
     cwd: &std::path::Path,
@@ -193,7 +196,7 @@ fn codex_home(app: &TestApp, token: &str, home: &std::path::Path) -> Vec<(&'stat
     ]
 }
 
-const CODEX_FLAGS: [&str; 4] = [
+pub(crate) const CODEX_FLAGS: [&str; 4] = [
     "exec",
     "--skip-git-repo-check",
     "--dangerously-bypass-approvals-and-sandbox",

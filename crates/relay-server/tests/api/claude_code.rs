@@ -4,7 +4,8 @@
 //! direct one, and the usage Claude Code reports is what the upstream reported.
 //!
 //! The binary comes from `tests/agents` (`npm ci`; `.ci/run` exports `RELAY_AGENTS_BIN`). With
-//! `RELAY_AGENTS_BIN` set and no binary the test fails; with neither it says SKIPPED and passes.
+//! `RELAY_AGENTS_BIN` set (or `CI=true`) and no binary the test fails; with neither it says
+//! SKIPPED and passes.
 
 use std::path::PathBuf;
 
@@ -15,20 +16,7 @@ use crate::helpers::{TestApp, open_config};
 use relay_server::config::{ModelConfig, ProviderConfig, ProviderKind};
 
 fn claude_bin() -> Option<PathBuf> {
-    let set = std::env::var_os("RELAY_AGENTS_BIN").map(PathBuf::from);
-    let dir = set.clone().unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/agents/node_modules/.bin")
-    });
-    let bin = dir.join("claude");
-    if bin.exists() {
-        return Some(bin);
-    }
-    assert!(
-        set.is_none(),
-        "RELAY_AGENTS_BIN is set but {} is missing",
-        bin.display()
-    );
-    None
+    crate::agents_cli::agent_bin("claude")
 }
 
 /// Runs the three prompts against `base_url`; each run's JSON result, and how many requests

@@ -13,6 +13,7 @@ mod caching;
 mod caching_fake;
 mod claude_code;
 mod claude_gateway;
+mod codex_default_model;
 mod compat;
 mod compat_controls;
 mod compat_sdk;

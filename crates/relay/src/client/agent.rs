@@ -17,6 +17,7 @@ use relay_wire::tools::{ToolDef, ToolRole};
 use super::approval::{Approvals, Policy};
 use super::display::{self, Paint};
 use super::editor::Input;
+use super::highlight::Grammars;
 use super::live::{Spinner, Totals};
 use super::markdown::Markdown;
 use super::project::Project;
@@ -81,6 +82,10 @@ pub(super) struct Session {
     /// Where the conversation is kept (interactive sessions).
     pub store: Option<Store>,
     pub saved: Option<Saved>,
+    /// The status line under the prompt (a terminal); `None` before the first answer.
+    pub footer: Option<String>,
+    /// The code blocks' grammars, loaded when an answer first has one.
+    pub grammars: Grammars,
 }
 
 pub fn message(role: MessageRole, text: String) -> Message {
@@ -128,7 +133,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
             super::sessions::private_dir(&dir).ok()?;
             Some(dir.join(project.id()))
         });
-        Input::terminal(history)
+        Input::terminal(history, display::styled())
     } else {
         Input::plain()
     };
@@ -178,6 +183,8 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         shown_start: None,
         store,
         saved: None,
+        footer: None,
+        grammars: Grammars::default(),
     };
     match args.prompt {
         Some(prompt) => {
@@ -265,7 +272,7 @@ impl Session {
             let mut calls: Option<Vec<ToolCall>> = None;
             // Markdown rendered on a colour terminal; plain escaped text elsewhere.
             let mut markdown = (self.interactive && self.paint.on)
-                .then(|| Markdown::new(self.paint, display::width()));
+                .then(|| Markdown::new(self.paint, display::width(), self.grammars.clone()));
             // Reasoning is printed without line ends as it streams; the answer starts on a line of its own.
             let mut thinking = false;
             while let Some(event) = stream.next().await {

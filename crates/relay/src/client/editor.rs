@@ -4,7 +4,11 @@
 //! in `\` continues; a paste keeps its line ends). Elsewhere (a pipe, a file): plain lines of
 //! standard input, the prompt on standard error, a trailing `\` joining lines the same way.
 //! The session prompt and the approval questions take turns on the same source.
+//! On a terminal the session's status line is drawn under the message prompt as rustyline's
+//! hint, so the editor redraws it with the line and clears it when the message is sent: there is
+//! one on the screen, never a column of them.
 
+use std::borrow::Cow;
 use std::io::{BufRead, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
@@ -13,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use rustyline::completion::{Completer, Pair};
 use rustyline::error::ReadlineError;
 use rustyline::highlight::Highlighter;
-use rustyline::hint::Hinter;
+use rustyline::hint::{Hint, Hinter};
 use rustyline::history::{DefaultHistory, History};
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Config, Context, Editor, Helper};
@@ -40,6 +44,7 @@ struct Request {
     prompt: String,
     initial: String,
     history: bool,
+    footer: Option<String>,
     reply: oneshot::Sender<Read>,
 }
 
@@ -71,12 +76,15 @@ impl Input {
         }
     }
 
-    /// The line editor, with its history in `history` (none: kept for the session only).
-    pub fn terminal(history: Option<PathBuf>) -> Self {
+    /// The line editor, with its history in `history` (none: kept for the session only); the
+    /// status line under the prompt is dim when `colour`.
+    pub fn terminal(history: Option<PathBuf>, colour: bool) -> Self {
         let words: Arc<Mutex<Words>> = Arc::default();
         let (tx, rx) = std::sync::mpsc::channel::<Request>();
         let helper = SlashHelper {
             words: words.clone(),
+            footer: None,
+            colour,
         };
         std::thread::spawn(move || editor_thread(helper, history, rx));
         Self {
@@ -85,18 +93,24 @@ impl Input {
         }
     }
 
+    /// Whether lines come from the line editor (a terminal), which can show a status line.
+    pub async fn is_terminal(&self) -> bool {
+        matches!(*self.source.lock().await, Source::Terminal(_))
+    }
+
     /// A message at the session prompt: `initial` is put back in the editor (a message whose
-    /// turn failed), and the line goes into the history.
-    pub async fn message(&self, prompt: &str, initial: &str) -> Read {
-        self.read(prompt, initial, true).await
+    /// turn failed), and the line goes into the history. `footer` is shown under the prompt
+    /// while the message is typed (on a terminal; elsewhere the caller prints it).
+    pub async fn message(&self, prompt: &str, initial: &str, footer: Option<&str>) -> Read {
+        self.read(prompt, initial, true, footer).await
     }
 
     /// An answer to a question (an approval, a choice): not kept in the history.
     pub async fn answer(&self, prompt: &str) -> Read {
-        self.read(prompt, "", false).await
+        self.read(prompt, "", false, None).await
     }
 
-    async fn read(&self, prompt: &str, initial: &str, history: bool) -> Read {
+    async fn read(&self, prompt: &str, initial: &str, history: bool, footer: Option<&str>) -> Read {
         let mut source = self.source.lock().await;
         match &mut *source {
             Source::Terminal(tx) => {
@@ -105,6 +119,7 @@ impl Input {
                     prompt: prompt.to_owned(),
                     initial: initial.to_owned(),
                     history,
+                    footer: footer.map(str::to_owned),
                     reply,
                 };
                 if tx.send(request).is_err() {
@@ -170,6 +185,10 @@ fn editor_thread(
         let _ = editor.load_history(path);
     }
     while let Ok(request) = rx.recv() {
+        let footer = request.footer.is_some();
+        if let Some(helper) = editor.helper_mut() {
+            helper.footer = request.footer;
+        }
         let outcome = if request.initial.is_empty() {
             editor.readline(&request.prompt)
         } else {
@@ -186,7 +205,15 @@ fn editor_thread(
                 }
                 Read::Line(join_continued(&line))
             }
-            Err(ReadlineError::Interrupted) => Read::Interrupted,
+            Err(ReadlineError::Interrupted) => {
+                // ctrl-c leaves the hint on the row above the cursor: cleared, so the next
+                // prompt's status line is the only one.
+                if footer {
+                    print!("\x1b[1A\x1b[2K");
+                    let _ = std::io::stdout().flush();
+                }
+                Read::Interrupted
+            }
             Err(_) => Read::Eof,
         };
         if request.reply.send(read).is_err() {
@@ -197,6 +224,22 @@ fn editor_thread(
 
 struct SlashHelper {
     words: Arc<Mutex<Words>>,
+    /// The status line under the message prompt, one row (cut to the terminal's width).
+    footer: Option<String>,
+    colour: bool,
+}
+
+/// The status line as a hint: shown on the row under the input, never inserted into it (the
+/// right arrow completes a `String` hint).
+struct Footer(String);
+
+impl Hint for Footer {
+    fn display(&self) -> &str {
+        &self.0
+    }
+    fn completion(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The `/memory` and `/permissions` subcommands.
@@ -256,10 +299,22 @@ impl Completer for SlashHelper {
 }
 
 impl Hinter for SlashHelper {
-    type Hint = String;
+    type Hint = Footer;
+
+    fn hint(&self, _line: &str, _pos: usize, _ctx: &Context<'_>) -> Option<Footer> {
+        self.footer.as_ref().map(|f| Footer(format!("\n{f}")))
+    }
 }
 
-impl Highlighter for SlashHelper {}
+impl Highlighter for SlashHelper {
+    fn highlight_hint<'h>(&self, hint: &'h str) -> Cow<'h, str> {
+        if self.colour {
+            Cow::Owned(format!("\x1b[2m{hint}\x1b[0m"))
+        } else {
+            Cow::Borrowed(hint)
+        }
+    }
+}
 
 impl Validator for SlashHelper {
     fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
@@ -290,7 +345,11 @@ mod tests {
             commands: vec!["/help", "/memory", "/model", "/exit"],
             models: vec!["auto".into(), "scripted".into()],
         }));
-        let h = SlashHelper { words };
+        let h = SlashHelper {
+            words,
+            footer: None,
+            colour: false,
+        };
         let history = DefaultHistory::new();
         let ctx = Context::new(&history);
         let (start, found) = h.complete("/m", 2, &ctx).unwrap();

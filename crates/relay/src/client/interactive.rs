@@ -1,7 +1,8 @@
 //! The interactive session: a prompt (the line editor on a terminal), slash commands, a turn,
-//! the status line, again, until ctrl-d or `/exit`. A turn that fails puts the typed message
-//! back at the prompt; every conversation is saved after each answer so `-c` and `/resume` can
-//! take it up again, with the very messages that were sent.
+//! the status line (under the prompt on a terminal, a line of its own elsewhere), again, until
+//! ctrl-d or `/exit`. A turn that fails puts the typed message back at the prompt; every
+//! conversation is saved after each answer so `-c` and `/resume` can take it up again, with the
+//! very messages that were sent.
 
 use super::agent::{Session, message, parse_role, role_name};
 use super::display;
@@ -88,8 +89,9 @@ impl Session {
                 Some(l) => l,
                 None => {
                     let input = self.input.clone();
+                    let footer = self.footer.clone();
                     let read = tokio::select! {
-                        read = input.message("> ", &restore) => read,
+                        read = input.message("> ", &restore, footer.as_deref()) => read,
                         _ = tokio::signal::ctrl_c() => Read::Eof,
                     };
                     match read {
@@ -167,7 +169,9 @@ impl Session {
     }
 
     /// The status line after an answer: the session's usage and what the account has left.
-    pub async fn status(&self) {
+    /// On a terminal it becomes the line under the prompt, replacing the last one; elsewhere
+    /// it is printed.
+    pub async fn status(&mut self) {
         let left = live::left(&self.client).await;
         let cost = live::ledger(&self.client, &self.totals.request_ids)
             .await
@@ -177,7 +181,14 @@ impl Session {
             .as_deref()
             .or(self.model.as_deref())
             .unwrap_or("auto");
-        self.note(&live::status_line(model, &self.totals, cost, left));
+        let line = live::status_line(model, &self.totals, cost, left);
+        if self.input.is_terminal().await {
+            // One row: a wrapped hint would leave the editor's idea of the screen wrong.
+            let width = display::width().saturating_sub(1).max(1);
+            self.footer = Some(line.chars().take(width).collect());
+        } else {
+            self.note(&line);
+        }
     }
 
     /// Lists this project's conversations and asks which to take up.

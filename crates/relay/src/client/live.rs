@@ -1,7 +1,8 @@
 //! The live view of an interactive session: a spinner with the elapsed time until a leg's first
 //! token, the session's usage as the relay reported it (tokens in, out and cached per leg, the
 //! ledger's cost, the account's units and token budget left), and the status line that shows
-//! them once per answer. The spinner moves the cursor, so it is drawn on a terminal only.
+//! them (the editor draws it under the prompt, `editor.rs`). The spinner moves the cursor, so it
+//! is drawn on a terminal only.
 
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,7 @@
 //! The streamed answer rendered for a colour terminal, line by line: headings bold, list items
 //! with bullets, quotes barred, `code` and fenced code blocks coloured, **strong** and *emphasis*
-//! styled (pulldown-cmark parses each line's inline Markdown). A line is shown as its text
+//! styled (pulldown-cmark parses each line's inline Markdown); a fenced block that names its
+//! language is highlighted token by token (`highlight.rs`). A line is shown as its text
 //! arrives, escaped as always; when its line end comes it is redrawn rendered, unless it has
 //! wrapped on the screen (then it stays as it is). Everything rendered comes from escaped text,
 //! so the only escape sequences written are the styles added here.
@@ -8,11 +9,15 @@
 use pulldown_cmark::{Event, Parser, Tag, TagEnd};
 
 use super::display::{self, Paint};
+use super::highlight::{Block, Grammars};
 
 pub struct Markdown {
     paint: Paint,
     width: usize,
     in_code: bool,
+    grammars: Grammars,
+    /// The open fenced block's highlighter, when its language is known.
+    block: Option<Block>,
     /// The current line's text so far, escaped.
     line: String,
     /// Characters of it already on the screen.
@@ -20,11 +25,13 @@ pub struct Markdown {
 }
 
 impl Markdown {
-    pub fn new(paint: Paint, width: usize) -> Self {
+    pub fn new(paint: Paint, width: usize, grammars: Grammars) -> Self {
         Self {
             paint,
             width,
             in_code: false,
+            grammars,
+            block: None,
             line: String::new(),
             shown: 0,
         }
@@ -65,9 +72,10 @@ impl Markdown {
         let shown = std::mem::take(&mut self.shown);
         let total = line.chars().count();
         if shown > 0 && total >= self.width {
-            // Wrapped on the screen: a redraw would clear only its last row.
+            // Wrapped on the screen: a redraw would clear only its last row. Rendered all the
+            // same (and not shown), so a fence or a code block's parser state follows it.
             let rest: String = line.chars().skip(shown).collect();
-            self.track_fence(&line);
+            self.render(&line);
             return rest;
         }
         let rendered = self.render(&line);
@@ -78,21 +86,23 @@ impl Markdown {
         }
     }
 
-    fn track_fence(&mut self, line: &str) {
-        if line.trim_start().starts_with("```") {
-            self.in_code = !self.in_code;
-        }
-    }
-
     /// One complete line, styled.
     pub fn render(&mut self, line: &str) -> String {
         let p = self.paint;
-        if line.trim_start().starts_with("```") {
+        if let Some(info) = line.trim_start().strip_prefix("```") {
             self.in_code = !self.in_code;
+            self.block = if self.in_code {
+                self.grammars.block(info.trim())
+            } else {
+                None
+            };
             return p.dim(line);
         }
         if self.in_code {
-            return p.paint("33", line);
+            return match self.block.as_mut() {
+                Some(block) => block.line(line),
+                None => p.paint("33", line),
+            };
         }
         let indent: String = line.chars().take_while(|c| *c == ' ').collect();
         let mut out = indent;
@@ -124,7 +134,7 @@ mod tests {
     use super::*;
 
     fn md() -> Markdown {
-        Markdown::new(Paint { on: true }, 80)
+        Markdown::new(Paint { on: true }, 80, Grammars::default())
     }
 
     #[test]
@@ -134,7 +144,12 @@ mod tests {
         assert_eq!(m.push("- use `cargo`\n"), "• use \x1b[36mcargo\x1b[0m\n");
         assert_eq!(m.push("plain words\n"), "plain words\n");
         let code = m.push("```rust\nlet x = 1;\n```\n");
-        assert!(code.contains("\x1b[33mlet x = 1;\x1b[0m"), "{code:?}");
+        assert!(code.contains("\x1b[36mlet\x1b[0m x"), "{code:?}");
+        let code = m.push("```\nlet x = 1;\n```\n");
+        assert!(
+            code.contains("\x1b[33mlet x = 1;\x1b[0m"),
+            "no language: {code:?}"
+        );
         assert_eq!(m.push("**b**\n"), "\x1b[1mb\x1b[22m\n");
     }
 
@@ -160,7 +175,7 @@ mod tests {
 
     #[test]
     fn a_wrapped_line_is_left_as_it_is() {
-        let mut m = Markdown::new(Paint { on: true }, 10);
+        let mut m = Markdown::new(Paint { on: true }, 10, Grammars::default());
         assert_eq!(m.push("**long bold"), "**long bold");
         assert_eq!(m.push(" text**\n"), " text**\n");
     }

@@ -9,6 +9,7 @@ mod credentials;
 mod diff;
 mod display;
 mod editor;
+mod highlight;
 mod interactive;
 mod launch;
 mod live;

@@ -285,10 +285,8 @@ async fn the_approval_prompt_shows_the_whole_command_escaped_in_a_real_terminal(
     let expected = json!({ "_raw": args_sent }).to_string();
     assert_eq!(joined, expected, "{screen}");
     term.send_keys(PANE, &["n", "Enter"]);
-    term.wait_until(PANE, "the prompt again", |s| {
-        s.lines().rev().find(|l| !l.trim().is_empty()) == Some(">")
-    })
-    .await;
+    term.wait_until(PANE, "the prompt again", crate::session::at_prompt)
+        .await;
     term.send_keys(PANE, &["C-d"]);
     term.wait_for(PANE, "[relay exited with 0]").await;
     // No ESC the model wrote acted on the terminal: no title set, no colour, nothing erased.

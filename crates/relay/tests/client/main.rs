@@ -11,7 +11,9 @@ mod hardening;
 #[path = "../support/mod.rs"]
 mod harness;
 mod launch;
+mod live_view;
 mod panes;
+mod real_agents;
 mod rules;
 mod session;
 mod support;

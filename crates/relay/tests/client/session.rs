@@ -15,16 +15,23 @@ use crate::tmux::Tmux;
 
 pub const PANE: &str = "%0";
 
-pub fn at_prompt(screen: &str) -> bool {
-    screen.lines().rev().find(|l| !l.trim().is_empty()) == Some(">")
+/// The status line the editor draws under the prompt once a leg has reported its usage.
+pub fn is_status(line: &str) -> bool {
+    line.contains(" in / ") && line.contains(" out · ") && line.contains("% cached")
 }
 
-/// The last `n` lines with text on the screen.
+/// The session waits for a message: the last line on the screen (under it, the status line) is
+/// its prompt.
+pub fn at_prompt(screen: &str) -> bool {
+    tail(screen, 1) == [">"]
+}
+
+/// The last `n` lines with text on the screen, the status line under the prompt left out.
 pub fn tail(screen: &str, n: usize) -> Vec<String> {
     let mut lines: Vec<String> = screen
         .lines()
         .rev()
-        .filter(|l| !l.trim().is_empty())
+        .filter(|l| !l.trim().is_empty() && !is_status(l))
         .take(n)
         .map(str::to_owned)
         .collect();
@@ -283,8 +290,7 @@ async fn a_failed_leg_puts_the_message_back_and_c_continues_with_the_same_prefix
     let screen = term
         .wait_until(PANE, "the restored message", |s| {
             s.contains("the relay reported an error during the leg")
-                && s.lines().rev().find(|l| !l.trim().is_empty())
-                    == Some("> please keep this message")
+                && tail(s, 1) == ["> please keep this message"]
         })
         .await;
     assert!(screen.contains("your message is back"), "{screen}");

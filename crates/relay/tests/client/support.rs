@@ -259,6 +259,20 @@ impl Relay {
     }
 
     async fn start(script: Vec<Reply>, auth: &str) -> Self {
+        Self::start_with(script, auth, "").await
+    }
+
+    /// As `with_auth`, with `models` (more `[[models]]` tables on the provider `fake`) added.
+    pub async fn with_auth_and_models(script: Vec<Reply>, models: &str) -> Self {
+        Self::start_with(
+            script,
+            "[auth]\nargon2_memory_kib = 256\nargon2_iterations = 1\nurl = ",
+            models,
+        )
+        .await
+    }
+
+    async fn start_with(script: Vec<Reply>, auth: &str, models: &str) -> Self {
         let upstream = Upstream::start(script).await;
         let dir = tempfile::tempdir().unwrap();
         let db = format!("sqlite://{}", dir.path().join("relay.db").display());
@@ -272,7 +286,7 @@ impl Relay {
             &format!(
                 "bind = \"127.0.0.1:0\"\n[memory]\nurl = \"{db}\"\n{auth}\
                  [[providers]]\nname = \"fake\"\nkind = \"openai\"\nbase_url = \"http://{a}/v1\"\n\
-                 [[models]]\nname = \"scripted\"\nprovider = \"fake\"\nupstream = \"scripted\"\n\
+                 [[models]]\nname = \"scripted\"\nprovider = \"fake\"\nupstream = \"scripted\"\n{models}\
                  [routing]\nauto = [\"scripted\"]\n[search]\nkind = \"searxng\"\nbase_url = \"http://{a}\"\n",
                 a = upstream.addr
             ),

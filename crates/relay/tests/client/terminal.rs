@@ -6,15 +6,11 @@ use std::process::Command;
 
 use serde_json::json;
 
+use crate::session::at_prompt;
 use crate::support::*;
 use crate::tmux::Tmux;
 
 const PANE: &str = "%0";
-
-/// The session waits for a message: the last line on the screen is its prompt.
-fn at_prompt(screen: &str) -> bool {
-    screen.lines().rev().find(|l| !l.trim().is_empty()) == Some(">")
-}
 
 /// Whether the first `text` in a styled capture is shown dim. tmux writes an attribute only where
 /// it changes, so the state is followed from the start of the capture.
