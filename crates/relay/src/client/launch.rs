@@ -25,9 +25,12 @@ const CODEX_TOKEN_VAR: &str = "RELAY_TOKEN";
 
 /// `relay project`: the current directory's project id and how it was derived.
 pub fn print_project() -> anyhow::Result<()> {
+    use std::io::Write;
     let project = Project::detect()?;
-    println!("{}", project.id());
-    println!("{}", project.derivation());
+    // Written, not printed: a reader that stops early (`relay project | head -1`) closes the
+    // pipe, which is the end of the output, not a failure.
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", project.id()).and_then(|()| writeln!(out, "{}", project.derivation()));
     Ok(())
 }
 
