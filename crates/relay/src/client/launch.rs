@@ -30,7 +30,8 @@ pub fn print_project() -> anyhow::Result<()> {
     // Written, not printed: a reader that stops early (`relay project | head -1`) closes the
     // pipe, which is the end of the output, not a failure.
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{}", project.id()).and_then(|()| writeln!(out, "{}", project.derivation()));
+    let _ =
+        writeln!(out, "{}", project.id()).and_then(|()| writeln!(out, "{}", project.derivation()));
     Ok(())
 }
 
