@@ -182,7 +182,9 @@ fn readme_block(marker: &str) -> String {
     let after = &readme[readme
         .find(marker)
         .unwrap_or_else(|| panic!("README lacks {marker}"))..];
-    let start = after.find("```toml\n").unwrap() + "```toml\n".len();
+    // The fence may carry more words after the language (```` ```toml example ````).
+    let fence = after.find("```toml").unwrap();
+    let start = fence + after[fence..].find('\n').unwrap() + 1;
     after[start..][..after[start..].find("```").unwrap()].to_owned()
 }
 
