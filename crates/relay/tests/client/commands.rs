@@ -62,8 +62,11 @@ async fn cost_shows_the_ledgers_figures_and_the_units_left() {
         screen.contains(&format!("left: {} units", me["remaining"])),
         "{screen}"
     );
+    // The status line is drawn under the next prompt, after `/cost`'s own lines.
+    let status = format!("{} units left", me["remaining"]);
+    let screen = term.wait_for(PANE, &status).await;
     assert!(
-        screen.contains(&format!("{} units left", me["remaining"])),
+        screen.contains(&status),
         "the status line shows the units left: {screen}"
     );
     assert_eq!(relay.upstream.requests().len(), 1, "/cost is not a message");

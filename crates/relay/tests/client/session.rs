@@ -150,7 +150,10 @@ async fn history_multi_line_and_slash_commands_in_the_line_editor() {
         ["first line \nsecond line", "first line \nsecond line"]
     );
     // The status line after an answer: the model and the tokens the relay reported.
-    let screen = term.capture(PANE);
+    // Drawn under the prompt, which may come a moment before it: waited for, not captured once.
+    let screen = term
+        .wait_for(PANE, "scripted · 20 in / 4 out · 0% cached")
+        .await;
     assert!(
         screen.contains("scripted · 20 in / 4 out · 0% cached"),
         "{screen}"
