@@ -5,8 +5,11 @@
 
 mod account;
 mod agent;
+mod claude_login;
 mod commands;
 mod crate_api;
+mod fake_anthropic;
+mod gateway_world;
 mod hardening;
 #[path = "../support/mod.rs"]
 mod harness;

@@ -1,0 +1,350 @@
+//! Issue 40's proof with the real Claude Code 2.1.332 (from `tests/agents`): in tmux, with a
+//! private HOME whose `~/.claude/settings.json` names Relay (`forceLoginMethod: "gateway"`,
+//! `forceLoginGatewayUrl` on `http://127.0.0.1`) and no `ANTHROPIC_*` variable, `/login` runs the
+//! device flow against a real `relay serve`: Claude Code asks to trust the gateway and to confirm
+//! the account (both start on "No"), hands `/device?user_code=…` to `$BROWSER`, and Chromium signs
+//! in there and clicks Approve. Then `claude -p` runs a Bash tool round trip on the stored sign-in
+//! alone, and the admin's managed settings reach the tool (an `env` entry it prints); `/logout`
+//! revokes both tokens; and after an admin ends the account's sessions the next run stops at once
+//! asking to sign in again.
+//!
+//! Gated like the other real-agent tests: with `RELAY_AGENTS_BIN` set or `CI=true` a missing
+//! agent, playwright-core (tests/browser) or Chromium fails the test; with neither it says
+//! SKIPPED. What the agent showed at each step, with timings, is written to
+//! `$CARGO_TARGET_TMPDIR/claude-login/record.md` (Chromium's screenshots beside it).
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::fake_anthropic::{RUN, proof_result};
+use crate::gateway_world::{DEV, Gateway, PANE, Record, onboarded, selected, tools, until};
+use crate::tmux::Tmux;
+
+/// The managed settings' value, which only reaches the tool if Claude Code applied them.
+const PROOF: &str = "managed-by-relay-7f3a";
+
+/// Moves the cursor of the choice titled `title` with `key` until it is on `option`, picks it,
+/// and waits for the choice to go. Claude Code may draw a choice again a moment after showing it
+/// (the managed settings' one, once their second fetch answers), back on its first option and
+/// without the keys sent before: then it is chosen again.
+async fn choose(term: &Tmux, title: &str, key: &str, option: &str) {
+    for _ in 0..3 {
+        for _ in 0..4 {
+            if selected(&term.screen(PANE)) == option {
+                break;
+            }
+            let before = selected(&term.screen(PANE));
+            term.send_keys(PANE, &[key]);
+            let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                while selected(&term.screen(PANE)) == before {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            })
+            .await;
+        }
+        until(term, &format!("the cursor on {option:?}"), 5, |s| {
+            selected(s) == option
+        })
+        .await;
+        term.send_keys(PANE, &["Enter"]);
+        let gone = tokio::time::timeout(Duration::from_secs(3), async {
+            while term.screen(PANE).contains(title) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        if gone.is_ok() {
+            return;
+        }
+    }
+    panic!(
+        "{title:?} stayed after choosing {option:?}:\n{}",
+        term.screen(PANE)
+    );
+}
+
+/// `/login` in a signed-out interactive Claude Code, through Chromium's Approve, to the session
+/// running on the new sign-in. `first`: this HOME has never trusted the gateway nor approved its
+/// settings, so both prompts must appear; later sign-ins record whether they do.
+async fn login(gw: &Gateway, term: &Tmux, rec: &mut Record, first: bool) {
+    let screen = until(term, "the signed-out prompt", 60, |s| {
+        s.contains("Not logged in · run /login")
+    })
+    .await;
+    rec.screen("claude starts: signed out", &screen);
+    term.send_keys(PANE, &["/login"]);
+    until(term, "the typed /login", 10, |s| s.contains("❯ /login")).await;
+    term.send_keys(PANE, &["Enter"]);
+    let screen = until(term, "the gateway to connect to", 20, |s| {
+        s.contains("Enter to connect")
+    })
+    .await;
+    rec.screen("/login names the gateway from settings.json", &screen);
+    assert!(screen.contains(&gw.server.base), "{screen}");
+    term.send_keys(PANE, &["Enter"]);
+    let screen = until(term, "the trust prompt or the code", 20, |s| {
+        s.contains("Trust gateway 127.0.0.1?") || s.contains("Code:")
+    })
+    .await;
+    if screen.contains("Trust gateway") {
+        rec.screen("asks to trust the gateway (loopback too)", &screen);
+        assert_eq!(selected(&screen), "No, cancel login", "{screen}");
+        choose(term, "Trust gateway", "Up", "Yes, trust this gateway").await;
+    } else {
+        assert!(
+            !first,
+            "the first sign-in must ask to trust the gateway:\n{screen}"
+        );
+        rec.note("no trust prompt this time");
+    }
+    let screen = until(term, "the user code", 20, |s| s.contains("Code:")).await;
+    rec.screen("the device flow: the code, verification_uri", &screen);
+    let code = screen
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Code:"))
+        .map(|c| c.trim().to_owned())
+        .unwrap();
+    assert!(screen.contains(&gw.url("/device")), "{screen}");
+    // `$BROWSER` got verification_uri_complete.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let opened = loop {
+        if let Some(url) = gw.opened().pop() {
+            break url;
+        }
+        assert!(Instant::now() < deadline, "$BROWSER was never run");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(opened, gw.url(&format!("/device?user_code={code}")));
+
+    let shown = gw.approve_in_chromium(&opened, &rec.dir).await;
+    let approved = Instant::now();
+    rec.note(&format!("Chromium on /device showed {shown}"));
+    assert_eq!(shown["code"], code.as_str());
+    assert_eq!(
+        shown["client"], "claude_code",
+        "the device request's surface"
+    );
+    assert!(
+        shown["agent"]
+            .as_str()
+            .unwrap()
+            .contains("claude-code/2.1.332"),
+        "{shown}"
+    );
+    assert_eq!(shown["account"], DEV);
+    assert_eq!(shown["title"], "Approved");
+    assert_eq!(shown["problems"], json!([]));
+
+    let screen = until(term, "the account to confirm", 20, |s| {
+        s.contains(&format!("Signed in to Cloud gateway as {DEV}"))
+    })
+    .await;
+    rec.screen(
+        &format!(
+            "{:.1} s after Approve: confirm the account",
+            approved.elapsed().as_secs_f64()
+        ),
+        &screen,
+    );
+    assert_eq!(selected(&screen), "No, cancel login", "{screen}");
+    choose(term, "Signed in to Cloud gateway as", "Up", "Yes, continue").await;
+    let screen = until(term, "connected", 20, |s| {
+        s.contains("Connected to Cloud gateway")
+    })
+    .await;
+    rec.screen("connected", &screen);
+    assert_eq!(gw.stored()["email"], DEV);
+    term.send_keys(PANE, &["Enter"]);
+    let screen = until(term, "the settings to approve or the session", 30, |s| {
+        s.contains("Managed settings require approval") || s.contains("· Cloud gateway")
+    })
+    .await;
+    if screen.contains("Managed settings require approval") {
+        rec.screen("asks to approve the managed settings' env entry", &screen);
+        assert!(screen.contains("RELAY_PROOF_VAR"), "{screen}");
+        assert_eq!(selected(&screen), "No, exit Claude Code", "{screen}");
+        choose(
+            term,
+            "Managed settings require approval",
+            "Down",
+            "Yes, I trust these settings",
+        )
+        .await;
+    } else {
+        assert!(
+            !first,
+            "the first sign-in must ask about the env entry:\n{screen}"
+        );
+        rec.note("the managed settings were not asked about again");
+    }
+    let screen = until(term, "the session on the gateway", 30, |s| {
+        s.contains("· Cloud gateway")
+    })
+    .await;
+    rec.screen("the session runs on the gateway's sign-in", &screen);
+}
+
+/// Relay's answer to a refresh with `refresh_token`: status and body.
+async fn refresh(gw: &Gateway, refresh_token: &str) -> (u16, Value) {
+    let r = gw
+        .http
+        .post(gw.url("/oauth/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        // Relay's refresh tokens are `rrt_` and URL-safe characters: nothing to escape.
+        .body(format!(
+            "grant_type=refresh_token&refresh_token={refresh_token}"
+        ))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+async fn me(gw: &Gateway, token: &str) -> (u16, Value) {
+    let r = gw
+        .http
+        .get(gw.url("/v1/me"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_signs_in_with_login_and_stops_when_signed_out() {
+    let Some(claude) = tools() else {
+        return;
+    };
+    let gw = Gateway::start(claude).await;
+    let mut rec = Record::new();
+    let settings = json!({"env": {"RELAY_PROOF_VAR": PROOF}});
+    let status = gw
+        .admin_send(Method::PUT, "/v1/admin/agent-settings", Some(settings))
+        .await;
+    assert_eq!(status, 200);
+
+    // `/login`, approved in Chromium.
+    let term = gw.interactive("first");
+    login(&gw, &term, &mut rec, true).await;
+    let stored = gw.stored();
+    assert_eq!(stored["url"], gw.server.base.as_str(), "{stored}");
+    let (access, refresh_token) = (
+        stored["jwt"].as_str().unwrap().to_owned(),
+        stored["idpRefreshToken"].as_str().unwrap().to_owned(),
+    );
+    assert_eq!(me(&gw, &access).await.1["email"], DEV);
+
+    // `claude -p` on the stored sign-in: a Bash round trip that prints the managed variable.
+    let (ok, out, took) = gw.print(&format!("{RUN}: print the proof variable")).await;
+    rec.note(&format!(
+        "claude -p ({:.1} s, ok: {ok}): {}",
+        took.as_secs_f64(),
+        out.trim()
+    ));
+    assert!(ok, "{out}");
+    let expected = format!("proof={PROOF}");
+    assert!(out.contains(&expected), "{out}");
+    let results: Vec<String> = gw.fake.requests().iter().filter_map(proof_result).collect();
+    assert!(
+        results.iter().any(|r| r.contains(&expected)),
+        "the provider saw the tool's result: {results:?}"
+    );
+    assert_eq!(gw.stored()["jwt"], access.as_str(), "no refresh was due");
+
+    // `/logout` revokes both tokens (RFC 7009) and ends the session.
+    term.send_keys(PANE, &["/logout"]);
+    until(&term, "the typed /logout", 10, |s| s.contains("❯ /logout")).await;
+    term.send_keys(PANE, &["Enter"]);
+    let asked = Instant::now();
+    let screen = until(&term, "the sign-out", 20, |s| {
+        s.contains("Successfully logged out")
+    })
+    .await;
+    rec.screen(
+        &format!(
+            "/logout, {:.1} s after Enter (the pane's program exited: {:?})",
+            asked.elapsed().as_secs_f64(),
+            term.exit_status(PANE)
+        ),
+        &screen,
+    );
+    // Claude Code revokes the access token, then the refresh token, and forgets them; the access
+    // token's end is watched (asking with the refresh token would spend it).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while me(&gw, &access).await.0 != 401 || !gw.stored().is_null() {
+        assert!(Instant::now() < deadline, "the sign-in outlived /logout");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = refresh(&gw, &refresh_token).await;
+    assert_eq!((status, &body["error"]), (401, &json!("invalid_grant")));
+    drop(term);
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(gw.home.join(".claude.json")).unwrap())
+            .unwrap();
+    rec.note(&format!(
+        "after /logout ~/.claude.json has hasCompletedOnboarding = {} (the next start shows the \
+         first-run screens unless it is set again)",
+        state["hasCompletedOnboarding"]
+    ));
+    onboarded(&gw.home, &gw.work);
+
+    // Signed in again; then an admin ends every session of the account.
+    let term = gw.interactive("second");
+    login(&gw, &term, &mut rec, false).await;
+    let (ok, out, _) = gw.print(&format!("{RUN}: once more")).await;
+    assert!(ok, "{out}");
+    let status = gw
+        .admin_send(
+            Method::DELETE,
+            &format!("/v1/admin/users/{DEV}/sessions"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    let seen = gw.fake.requests().len();
+    let (ok, out, took) = gw.print(&format!("{RUN}: after the revocation")).await;
+    rec.note(&format!(
+        "claude -p after DELETE /v1/admin/users/{DEV}/sessions ({:.2} s, ok: {ok}): {}",
+        took.as_secs_f64(),
+        out.trim()
+    ));
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("sign in again with /login"),
+        "Claude Code asks to sign in again: {out}"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(
+        gw.fake.requests().len(),
+        seen,
+        "nothing reached the provider"
+    );
+
+    // The interactive session signed in before the revocation is stopped too.
+    term.send_keys(PANE, &["are you there?"]);
+    until(&term, "the typed prompt", 10, |s| {
+        s.contains("are you there?")
+    })
+    .await;
+    term.send_keys(PANE, &["Enter"]);
+    let asked = Instant::now();
+    let screen = until(&term, "a request to sign in again", 20, |s| {
+        s.contains("Please run /login")
+    })
+    .await;
+    rec.screen(
+        &format!(
+            "the interactive session after the revocation, {:.1} s after Enter",
+            asked.elapsed().as_secs_f64()
+        ),
+        &screen,
+    );
+    assert_eq!(
+        gw.fake.requests().len(),
+        seen,
+        "nothing reached the provider"
+    );
+}
