@@ -296,6 +296,26 @@ async fn claude_code_signs_in_with_login_and_stops_when_signed_out() {
     login(&gw, &term, &mut rec, false).await;
     let (ok, out, _) = gw.print(&format!("{RUN}: once more")).await;
     assert!(ok, "{out}");
+    // With under 5 minutes left on the access token (its stored expiry moved, as time would), the
+    // next run refreshes first: both tokens rotate.
+    let before = gw.stored();
+    gw.expire_in(Duration::from_secs(120));
+    let (ok, out, _) = gw.print("say ok").await;
+    assert!(ok, "{out}");
+    let after = gw.stored();
+    rec.note(&format!(
+        "claude -p with 120 s left on the access token: refreshed: {}",
+        after["jwt"] != before["jwt"]
+    ));
+    assert_ne!(
+        after["jwt"], before["jwt"],
+        "the access token was refreshed"
+    );
+    assert_ne!(after["idpRefreshToken"], before["idpRefreshToken"]);
+    assert_eq!(
+        me(&gw, after["jwt"].as_str().unwrap()).await.1["email"],
+        DEV
+    );
     let status = gw
         .admin_send(
             Method::DELETE,

@@ -158,7 +158,10 @@ impl FakeAnthropic {
     }
 
     /// Every later answer reports `n` input tokens.
-    #[allow(dead_code, reason = "for the usage notice's step, which needs issue 40 point 6")]
+    #[allow(
+        dead_code,
+        reason = "for the usage notice's step, which needs issue 40 point 6"
+    )]
     pub fn set_input_tokens(&self, n: u64) {
         self.shared.input_tokens.store(n, Ordering::SeqCst);
     }

@@ -66,7 +66,10 @@ pub struct Gateway {
     pub claude: PathBuf,
     pub home: PathBuf,
     pub work: PathBuf,
-    #[allow(dead_code, reason = "for the usage notice's step, which needs issue 40 point 6")]
+    #[allow(
+        dead_code,
+        reason = "for the usage notice's step, which needs issue 40 point 6"
+    )]
     config: PathBuf,
     browser_log: PathBuf,
     pub dir: tempfile::TempDir,
@@ -208,6 +211,18 @@ impl Gateway {
             .unwrap_or(Value::Null)
     }
 
+    /// Moves the stored access token's expiry to `left` from now, as time passing would.
+    pub fn expire_in(&self, left: Duration) {
+        let path = self.home.join(".claude/.credentials.json");
+        let mut stored: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        stored["enterpriseGateway"]["expiresAt"] = json!((now + left).as_millis() as u64);
+        std::fs::write(path, stored.to_string()).unwrap();
+    }
+
     /// The URLs Claude Code handed to `$BROWSER` so far.
     pub fn opened(&self) -> Vec<String> {
         std::fs::read_to_string(&self.browser_log)
@@ -218,7 +233,10 @@ impl Gateway {
     }
 
     /// `relay users set` on the developer (e.g. a quota for the usage notice).
-    #[allow(dead_code, reason = "for the usage notice's step, which needs issue 40 point 6")]
+    #[allow(
+        dead_code,
+        reason = "for the usage notice's step, which needs issue 40 point 6"
+    )]
     pub fn users_set(&self, args: &[&str]) {
         let out = relay_cli(
             &self.config,
