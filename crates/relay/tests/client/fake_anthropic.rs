@@ -5,7 +5,6 @@
 //! [`COMMAND`]; one whose last user turn holds that call's result gets a text quoting it; any other
 //! gets "ok". Every request body is recorded.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes};
@@ -21,8 +20,6 @@ const TOOL_ID: &str = "toolu_proof";
 #[derive(Clone, Default)]
 struct Shared {
     requests: Arc<Mutex<Vec<Value>>>,
-    /// Input tokens each answer reports (a test raises it to spend a token budget at once).
-    input_tokens: Arc<AtomicU64>,
 }
 
 pub struct FakeAnthropic {
@@ -122,7 +119,7 @@ async fn messages(shared: Shared, body: Bytes) -> Response {
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     shared.requests.lock().unwrap().push(request.clone());
     let (blocks, stop) = answer(&request);
-    let input_tokens = shared.input_tokens.load(Ordering::SeqCst);
+    let input_tokens = 10;
     if request["stream"] == true {
         return Response::builder()
             .header("content-type", "text/event-stream")
@@ -141,7 +138,6 @@ async fn messages(shared: Shared, body: Bytes) -> Response {
 impl FakeAnthropic {
     pub async fn start() -> Self {
         let shared = Shared::default();
-        shared.input_tokens.store(10, Ordering::SeqCst);
         let state = shared.clone();
         let app = axum::Router::new().route(
             "/v1/messages",
@@ -155,14 +151,5 @@ impl FakeAnthropic {
 
     pub fn requests(&self) -> Vec<Value> {
         self.shared.requests.lock().unwrap().clone()
-    }
-
-    /// Every later answer reports `n` input tokens.
-    #[allow(
-        dead_code,
-        reason = "for the usage notice's step, which needs issue 40 point 6"
-    )]
-    pub fn set_input_tokens(&self, n: u64) {
-        self.shared.input_tokens.store(n, Ordering::SeqCst);
     }
 }

@@ -66,11 +66,6 @@ pub struct Gateway {
     pub claude: PathBuf,
     pub home: PathBuf,
     pub work: PathBuf,
-    #[allow(
-        dead_code,
-        reason = "for the usage notice's step, which needs issue 40 point 6"
-    )]
-    config: PathBuf,
     browser_log: PathBuf,
     pub dir: tempfile::TempDir,
 }
@@ -104,7 +99,7 @@ impl Gateway {
             );
             assert!(out.status.success(), "{out:?}");
         }
-        let conf = config.clone();
+        let conf = config;
         let server = tokio::task::spawn_blocking(move || Serve::start(&conf))
             .await
             .unwrap();
@@ -148,7 +143,6 @@ impl Gateway {
             claude,
             home,
             work,
-            config,
             browser_log,
             dir,
         }
@@ -230,20 +224,6 @@ impl Gateway {
             .lines()
             .map(str::to_owned)
             .collect()
-    }
-
-    /// `relay users set` on the developer (e.g. a quota for the usage notice).
-    #[allow(
-        dead_code,
-        reason = "for the usage notice's step, which needs issue 40 point 6"
-    )]
-    pub fn users_set(&self, args: &[&str]) {
-        let out = relay_cli(
-            &self.config,
-            &[&["users", "set", DEV][..], args].concat(),
-            "",
-        );
-        assert!(out.status.success(), "{out:?}");
     }
 
     pub async fn admin_send(

@@ -15,6 +15,7 @@ mod hardening;
 mod harness;
 mod launch;
 mod live_view;
+mod login_flow;
 mod panes;
 mod real_agents;
 mod rules;
