@@ -119,6 +119,19 @@ async fn claude_code_signs_in_with_login_and_stops_when_signed_out() {
     }
     let (status, body) = refresh(&gw, &refresh_token).await;
     assert_eq!((status, &body["error"]), (401, &json!("invalid_grant")));
+    // Whether Claude Code has exited by now is recorded, not required: once it had not after a
+    // minute, with nothing of it left pending at Relay.
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while term.exit_status(PANE).is_none() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    rec.note(&format!(
+        "/logout: {:.1} s after Enter the program's exit status is {:?}",
+        asked.elapsed().as_secs_f64(),
+        term.exit_status(PANE)
+    ));
     drop(term);
     let state: Value =
         serde_json::from_str(&std::fs::read_to_string(gw.home.join(".claude.json")).unwrap())
