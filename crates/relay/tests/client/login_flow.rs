@@ -34,7 +34,7 @@ async fn choose(term: &Tmux, title: &str, key: &str, option: &str) {
         })
         .await;
         term.send_keys(PANE, &["Enter"]);
-        let gone = tokio::time::timeout(Duration::from_secs(3), async {
+        let gone = tokio::time::timeout(Duration::from_secs(5), async {
             while term.screen(PANE).contains(title) {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
