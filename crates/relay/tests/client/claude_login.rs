@@ -4,9 +4,11 @@
 //! device flow against a real `relay serve`: Claude Code asks to trust the gateway and to confirm
 //! the account (both start on "No"), hands `/device?user_code=…` to `$BROWSER`, and Chromium signs
 //! in there and clicks Approve. Then `claude -p` runs a Bash tool round trip on the stored sign-in
-//! alone, and the admin's managed settings reach the tool (an `env` entry it prints); `/logout`
-//! revokes both tokens; and after an admin ends the account's sessions the next run stops at once
-//! asking to sign in again.
+//! alone, and the admin's managed settings reach the tool (an `env` entry it prints); with a unit
+//! quota the interactive session shows Claude Code's usage notice past 75 % and again past 95 %,
+//! then Relay's sentence once the quota is reached; `/logout` revokes both tokens; a second sign-in
+//! refreshes when under 5 minutes are left; and after an admin ends the account's sessions the
+//! next run stops at once asking to sign in again.
 //!
 //! Gated like the other real-agent tests: with `RELAY_AGENTS_BIN` set or `CI=true` a missing
 //! agent, playwright-core (tests/browser) or Chromium fails the test; with neither it says
@@ -21,6 +23,7 @@ use serde_json::{Value, json};
 use crate::fake_anthropic::{RUN, proof_result};
 use crate::gateway_world::{DEV, Gateway, PANE, Record, onboarded, tools, until};
 use crate::login_flow::login;
+use crate::tmux::Tmux;
 
 /// The managed settings' value, which only reaches the tool if Claude Code applied them.
 const PROOF: &str = "managed-by-relay-7f3a";
@@ -50,6 +53,97 @@ async fn me(gw: &Gateway, token: &str) -> (u16, Value) {
         .await
         .unwrap();
     (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// The percent in Claude Code's usage notice ("You've used NN% of your usage credits"), if shown.
+fn notice(screen: &str) -> Option<u64> {
+    screen
+        .split("You've used ")
+        .nth(1)?
+        .split('%')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Types `prompt`, sends it, and waits for `check` (what the answer should show).
+async fn ask(term: &Tmux, prompt: &str, what: &str, check: impl Fn(&str) -> bool) -> String {
+    term.send_keys(PANE, &[prompt]);
+    until(term, "the typed prompt", 10, |s| s.contains(prompt)).await;
+    term.send_keys(PANE, &["Enter"]);
+    until(term, what, 30, check).await
+}
+
+/// Past 75 % of a cap the interactive session shows Claude Code's own usage notice, driven by the
+/// `anthropic-ratelimit-unified-*` headers of Relay's answers: none while the account has no cap,
+/// then a unit quota that the next prompt takes past 75 % (but not to 100 %).
+async fn usage_notice(gw: &Gateway, term: &Tmux, rec: &mut Record, access: &str) {
+    assert!(
+        !term.screen(PANE).contains("You've used"),
+        "no notice without a cap"
+    );
+    // The next call takes the account from `used` to `used + 1` of `used + 2` units: 80 % or more
+    // with 3 calls behind it (the sign-in's quota probes and the `-p` run's two), and not yet 100 %.
+    let used = me(gw, access).await.1["used"].as_i64().unwrap();
+    assert!(used >= 3, "the session's calls so far: {used}");
+    let limit = used + 2;
+    let status = gw
+        .admin_send(
+            Method::PATCH,
+            &format!("/v1/admin/users/{DEV}"),
+            Some(json!({"limit": limit})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    // Claude Code shows the notice for some seconds once the answers turn to `allowed_warning`.
+    let screen = ask(term, "how much have I used?", "the usage notice", |s| {
+        notice(s).is_some()
+    })
+    .await;
+    let shown = notice(&screen).unwrap_or_default();
+    let now = me(gw, access).await.1["used"].as_i64().unwrap();
+    rec.screen(
+        &format!("the usage notice at {now} of {limit} units: {shown} %"),
+        &screen,
+    );
+    assert!((75..95).contains(&shown), "{screen}");
+    assert!(
+        screen.contains("of your usage credits · resets"),
+        "{screen}"
+    );
+    // Once that notice is gone (a new one is not drawn over it), the next call uses the last unit:
+    // its answer says 0.99, past 0.95, and the notice comes again. The call after is refused with
+    // Relay's sentence.
+    until(term, "the notice to go", 30, |s| notice(s).is_none()).await;
+    let screen = ask(term, "and now?", "the notice past 95 %", |s| {
+        notice(s).is_some_and(|p| p >= 95)
+    })
+    .await;
+    let shown = notice(&screen).unwrap_or_default();
+    rec.screen(&format!("the last unit: {shown} %"), &screen);
+    assert!(shown < 100, "{screen}");
+    let asked = Instant::now();
+    let screen = ask(term, "one more?", "the quota's refusal", |s| {
+        s.contains("is used up")
+    })
+    .await;
+    rec.screen(
+        &format!(
+            "the quota reached, {:.1} s after Enter",
+            asked.elapsed().as_secs_f64()
+        ),
+        &screen,
+    );
+    assert!(screen.contains("ask an operator to raise it"), "{screen}");
+    // Unlimited again for the rest of the run.
+    let status = gw
+        .admin_send(
+            Method::PATCH,
+            &format!("/v1/admin/users/{DEV}"),
+            Some(json!({"limit": -1})),
+        )
+        .await;
+    assert_eq!(status, 200);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -92,6 +186,8 @@ async fn claude_code_signs_in_with_login_and_stops_when_signed_out() {
         "the provider saw the tool's result: {results:?}"
     );
     assert_eq!(gw.stored()["jwt"], access.as_str(), "no refresh was due");
+
+    usage_notice(&gw, &term, &mut rec, &access).await;
 
     // `/logout` revokes both tokens (RFC 7009) and ends the session.
     term.send_keys(PANE, &["/logout"]);
