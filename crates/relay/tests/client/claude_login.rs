@@ -315,4 +315,31 @@ async fn claude_code_signs_in_with_login_and_stops_when_signed_out() {
         seen,
         "nothing reached the provider"
     );
+    rec.note(&format!(
+        "what Relay answered, in order:\n```\n{}\n```",
+        requests(&gw.server.log())
+    ));
+}
+
+/// `METHOD path status` of each request in Relay's log.
+fn requests(log: &str) -> String {
+    let field = |line: &str, name: &str| {
+        line.split(name)
+            .nth(1)
+            .and_then(|rest| rest.split([' ', '}']).next())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    log.lines()
+        .filter(|l| l.contains("http.response.status_code="))
+        .map(|l| {
+            format!(
+                "{} {} {}",
+                field(l, "method="),
+                field(l, "path="),
+                field(l, "http.response.status_code=")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
