@@ -111,6 +111,12 @@ async fn usage_notice(gw: &Gateway, term: &Tmux, rec: &mut Record, access: &str)
         screen.contains("of your usage credits · resets"),
         "{screen}"
     );
+    // `/usage` reads GET /api/oauth/usage: the same percent.
+    let screen = ask(term, "/usage", "the usage panel", |s| s.contains("% used")).await;
+    rec.screen("/usage", &screen);
+    assert!(screen.contains(&format!("{shown}% used")), "{screen}");
+    term.send_keys(PANE, &["Escape"]);
+    until(term, "the panel to close", 10, |s| !s.contains("% used")).await;
     // Once that notice is gone (a new one is not drawn over it), the next call uses the last unit:
     // its answer says 0.99, past 0.95, and the notice comes again. The call after is refused with
     // Relay's sentence.
