@@ -175,7 +175,8 @@ impl Caps {
     }
 
     /// `GET /api/oauth/usage`: the spend in cents in `extra_usage` (with the spend cap when
-    /// there is one), one `limits` row per cap, `is_active` on the spend row (else the fullest).
+    /// there is one), one `limits` row per cap, `is_active` on the spend row (else the fullest),
+    /// and the day's and week's spend only for an account without any cap.
     /// `spend` is (this month, today, this week from Monday) in USD.
     pub fn usage_body(&self, spend: (f64, f64, f64)) -> Value {
         let (month, day, week) = spend;
@@ -203,7 +204,10 @@ impl Caps {
             "utilization": spend_cap.map(|c| percent(c.utilization())),
             "currency": "USD",
         });
-        if spend_cap.is_none() {
+        // `daily` and `weekly` mean "no cap" to Claude Code (it then shows amounts and no percent):
+        // only without any cap. With a unit or token cap alone, `monthly_limit` and `utilization`
+        // stay null and Claude Code shows the percent of the headers.
+        if self.0.is_empty() {
             extra["daily"] =
                 json!({"limit": null, "used_credits": cents(day), "utilization": null});
             extra["weekly"] =
@@ -366,6 +370,19 @@ mod tests {
         assert_eq!(none["extra_usage"]["monthly_limit"], Value::Null);
         assert_eq!(none["extra_usage"]["daily"]["used_credits"], 100);
         assert_eq!(none["extra_usage"]["weekly"]["used_credits"], 350);
+        // A unit quota alone: its row, and no amounts that would say "no cap".
+        let units = Caps::of(
+            &user(10, 8),
+            &budget((-1, 0), (-1.0, 0.0)),
+            1_790_812_800,
+            None,
+        )
+        .usage_body((0.0, 0.0, 0.0));
+        assert_eq!(units["limits"][0]["kind"], "units");
+        assert_eq!(units["limits"][0]["percent"], 80);
+        assert_eq!(units["extra_usage"]["monthly_limit"], Value::Null);
+        assert!(units["extra_usage"].get("daily").is_none(), "{units}");
+        assert!(units["extra_usage"].get("weekly").is_none(), "{units}");
         assert_eq!(iso_millis(1_790_812_800), "2026-10-01T00:00:00.000Z");
     }
 }
