@@ -100,6 +100,23 @@ pub fn valid_tool_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// The rules every offered tool follows: a name the providers accept and a JSON Schema object.
+pub fn check_tools(tools: &[ToolDef]) -> Result<(), ApiError> {
+    for (i, t) in tools.iter().enumerate() {
+        if !valid_tool_name(&t.name) {
+            return Err(bad(format!(
+                "tools[{i}].name must be 1 to 64 letters, digits, '_' or '-'"
+            )));
+        }
+        if !t.parameters.is_object() {
+            return Err(bad(format!(
+                "tools[{i}].parameters must be a JSON Schema object"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The project a leg's notes come from: `project_id`/`project`, else the first 12 hex characters of
 /// the SHA-256 of `git_remote`, else `root`, else `cwd` (unnormalised, as the client computes it).
 pub fn project_of(req: &AgentRequest) -> Result<Option<ProjectId>, ApiError> {
@@ -165,7 +182,8 @@ pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
                             "tool_calls[{j}] needs an id and a valid name"
                         ))));
                     }
-                    if serde_json::from_str::<serde_json::Value>(&c.arguments).is_err() {
+                    // Checked, not kept: nothing is built from the arguments here.
+                    if serde_json::from_str::<serde::de::IgnoredAny>(&c.arguments).is_err() {
                         return Err(bad(at(&format!(
                             "tool_calls[{j}].arguments is not a JSON string"
                         ))));
@@ -212,18 +230,7 @@ pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
             "messages need at least one user, assistant or tool message",
         ));
     }
-    for (i, t) in req.tools.iter().enumerate() {
-        if !valid_tool_name(&t.name) {
-            return Err(bad(format!(
-                "tools[{i}].name must be 1 to 64 letters, digits, '_' or '-'"
-            )));
-        }
-        if !t.parameters.is_object() {
-            return Err(bad(format!(
-                "tools[{i}].parameters must be a JSON Schema object"
-            )));
-        }
-    }
+    check_tools(&req.tools)?;
     if req.max_tokens == Some(0) {
         return Err(bad("max_tokens must be at least 1"));
     }

@@ -81,20 +81,22 @@ pub fn project(headers: &HeaderMap) -> Result<Option<ProjectId>, ApiError> {
     )
 }
 
-/// Validates the translated request as a leg, then puts back the caller's tools unchanged (the
-/// catalogue's role gating is for Relay's own agents) and the project from the headers.
+/// Validates the translated request (its conversation; `request.tools` is left empty by the doors)
+/// as a leg, then gives it the caller's tools, checked by the same rules and moved in unchanged
+/// (the catalogue's role gating is for Relay's own agents), and the project from the headers.
 pub fn leg(
     request: &AgentRequest,
-    tools: &[ToolDef],
+    tools: Vec<ToolDef>,
     headers: &HeaderMap,
 ) -> Result<legs::ValidLeg, ApiError> {
     let mut leg = legs::validate(request)?;
+    legs::check_tools(&tools)?;
     leg.tools = tools
-        .iter()
+        .into_iter()
         .map(|t| ToolSpec {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            parameters: t.parameters.clone(),
+            name: t.name,
+            description: t.description,
+            parameters: t.parameters,
         })
         .collect();
     leg.project_id = project(headers)?;

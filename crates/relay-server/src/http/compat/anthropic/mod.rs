@@ -176,15 +176,18 @@ impl Door for Messages {
         request: MessagesRequest,
         headers: &HeaderMap,
     ) -> Result<Translated<()>, ApiError> {
-        let (leg_request, tools) = translate(&request)?;
-        let mut leg = super::leg(&leg_request, &tools, headers)?;
+        let tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
+        let stop = request.stop_sequences.clone().unwrap_or_default();
+        let (model, stream) = (request.model.clone(), request.stream);
+        let (leg_request, tools) = translate(request)?;
+        let mut leg = super::leg(&leg_request, tools, headers)?;
         leg.route = crate::usage::Route::Messages;
-        leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
-        leg.stop = request.stop_sequences.unwrap_or_default();
+        leg.tool_choice = tool_choice;
+        leg.stop = stop;
         Ok(Translated {
             leg,
-            model: request.model,
-            stream: request.stream,
+            model,
+            stream,
             context: (),
         })
     }
@@ -227,8 +230,9 @@ fn tool_choice(value: &Value) -> Result<ToolChoice, ApiError> {
     }
 }
 
-/// The request as a leg, and the caller's tools.
-fn translate(request: &MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), ApiError> {
+/// The request as a leg, and the caller's tools: the request is consumed, so the conversation's
+/// blocks and the tools' schemas are moved, not copied.
+fn translate(request: MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), ApiError> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if let Some(system) = &request.system {
         let text = plain_text(system, "system")?;
@@ -236,10 +240,10 @@ fn translate(request: &MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), 
             messages.push(message(MessageRole::System, Some(text)));
         }
     }
-    for (i, m) in request.messages.iter().enumerate() {
-        let blocks = match &m.content {
+    for (i, m) in request.messages.into_iter().enumerate() {
+        let blocks = match m.content {
             Value::String(s) => vec![json!({"type": "text", "text": s})],
-            Value::Array(blocks) => blocks.clone(),
+            Value::Array(blocks) => blocks,
             _ => {
                 return Err(bad(
                     format!("messages[{i}].content"),
@@ -249,26 +253,29 @@ fn translate(request: &MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), 
         };
         let mut text = String::new();
         let mut calls = Vec::new();
+        // A block's place, spelled only for an error.
+        let at = |j: usize| format!("messages[{i}].content[{j}]");
         for (j, b) in blocks.iter().enumerate() {
-            let at = format!("messages[{i}].content[{j}]");
             match (m.role.as_str(), b["type"].as_str()) {
                 (_, Some("text")) => text.push_str(b["text"].as_str().unwrap_or_default()),
                 ("assistant", Some("tool_use")) => calls.push(MessageToolCall::Flat(ToolCall {
                     id: b["id"].as_str().unwrap_or_default().to_owned(),
                     name: b["name"].as_str().unwrap_or_default().to_owned(),
-                    arguments: b.get("input").unwrap_or(&json!({})).to_string(),
+                    arguments: b
+                        .get("input")
+                        .map_or_else(|| "{}".to_owned(), Value::to_string),
                 })),
                 // Results answer the calls of the assistant message before, so they come first.
                 ("user", Some("tool_result")) => messages.push(Message {
                     role: MessageRole::Tool,
-                    content: Some(Content::Text(plain_text(&b["content"], &at)?)),
+                    content: Some(Content::Text(plain_text(&b["content"], &at(j))?)),
                     tool_calls: None,
                     tool_call_id: b["tool_use_id"].as_str().map(str::to_owned),
                 }),
                 // Thinking is the model's own: it reaches an `anthropic` provider in the
                 // client's own body, and is not sent to another model.
                 ("assistant", Some("thinking" | "redacted_thinking")) => {}
-                _ => return Err(bad(at, "unsupported block type for this role")),
+                _ => return Err(bad(at(j), "unsupported block type for this role")),
             }
         }
         match m.role.as_str() {
@@ -294,19 +301,20 @@ fn translate(request: &MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), 
     }
     let tools: Vec<ToolDef> = request
         .tools
-        .iter()
+        .into_iter()
         .filter(|t| t.kind.as_deref().is_none_or(|k| k == "custom"))
         .map(|t| ToolDef {
-            name: t.name.clone(),
-            description: t.description.clone().unwrap_or_default(),
-            parameters: t.input_schema.clone(),
+            name: t.name,
+            description: t.description.unwrap_or_default(),
+            parameters: t.input_schema,
         })
         .collect();
     let leg = AgentRequest {
         messages,
-        tools: tools.clone(),
+        // The door's tools reach the leg through `compat::leg`, checked there.
+        tools: Vec::new(),
         tool_role: None,
-        model: Some(request.model.clone()),
+        model: Some(request.model),
         project_id: None,
         project: None,
         cwd: None,

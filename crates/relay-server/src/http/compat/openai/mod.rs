@@ -198,7 +198,7 @@ impl Door for ChatCompletions {
         headers: &HeaderMap,
     ) -> Result<Translated<Context>, ApiError> {
         let (leg_request, tools) = translate(&request)?;
-        let mut leg = super::leg(&leg_request, &tools, headers)?;
+        let mut leg = super::leg(&leg_request, tools, headers)?;
         leg.route = crate::usage::Route::ChatCompletions;
         leg.stop = stop(request.stop.as_ref())?;
         leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
@@ -258,7 +258,8 @@ fn translate(request: &ChatCompletionRequest) -> Result<(AgentRequest, Vec<ToolD
         .collect();
     let leg = AgentRequest {
         messages,
-        tools: tools.clone(),
+        // The door's tools reach the leg through `compat::leg`, checked there.
+        tools: Vec::new(),
         tool_role: None,
         model: Some(request.model.clone()),
         project_id: None,

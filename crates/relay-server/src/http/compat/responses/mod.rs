@@ -44,7 +44,7 @@ impl Door for Responses {
         // calls of one `input` argument (the normaliser's forms), which the same name table maps
         // back as it does for a translated leg.
         let (offered, names) = tools::offer(&request::declared_tools(&request))?;
-        let mut leg = super::leg(&leg_request, &offered, headers)?;
+        let mut leg = super::leg(&leg_request, offered, headers)?;
         leg.route = crate::usage::Route::Responses;
         leg.tool_choice = request
             .tool_choice
