@@ -280,5 +280,5 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
-    tracing::info!("shutting down: draining in-flight requests (ctrl-c again to stop at once)");
+    // `shutdown::serve_bounded` logs the drain, once it listens for the second ctrl-c.
 }

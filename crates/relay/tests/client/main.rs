@@ -7,6 +7,7 @@ mod account;
 mod agent;
 mod commands;
 mod crate_api;
+mod first_hour;
 mod hardening;
 #[path = "../support/mod.rs"]
 mod harness;
