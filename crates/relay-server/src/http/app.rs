@@ -280,5 +280,6 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
-    // `shutdown::serve_bounded` logs the drain, once it listens for the second ctrl-c.
+    // `shutdown::serve_bounded` invites the second ctrl-c once it listens for it.
+    tracing::info!("shutting down: draining in-flight requests");
 }

@@ -33,9 +33,13 @@ pub async fn serve_bounded(
             signalled.cancelled().await;
             // A second ctrl-c ends the drain at once (issue 42): an operator who pressed it
             // twice does not mean to wait out the grace period. Its listener is in place before
-            // the line that invites it is logged, so a ctrl-c pressed on seeing it is not missed.
+            // the line that invites it is logged, so a ctrl-c pressed on seeing it is not missed
+            // (with nothing open the server usually ends first, and the line is not logged).
             let second = second_interrupt();
-            tracing::info!("shutting down: draining in-flight requests (ctrl-c again to stop at once)");
+            tracing::info!(
+                grace_ms = grace.as_millis() as u64,
+                "requests still open: ctrl-c again to stop at once instead of waiting for them"
+            );
             tokio::select! {
                 () = tokio::time::sleep(grace) => {}
                 () = second => {
