@@ -99,7 +99,7 @@ async fn a_prompt_larger_than_the_budget_left_is_not_called_a_used_up_budget() {
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
-        err.contains("refused by the monthly token budget (HTTP 403 budget_exceeded)")
+        err.contains("refused by the account's monthly budget (HTTP 403 budget_exceeded)")
             && err.contains("does not fit the 20 tokens left"),
         "{err}"
     );
