@@ -5,6 +5,7 @@
 //! modules beside it are the services it calls and never import it.
 
 pub mod accounts;
+pub mod agent_telemetry;
 pub mod clock;
 pub mod config;
 pub mod domain;

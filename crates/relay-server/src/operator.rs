@@ -166,6 +166,33 @@ impl Users {
         Ok(user)
     }
 
+    /// `relay users set EMAIL --spend-budget USD`.
+    pub async fn set_spend_budget(&self, email: &str, usd: f64) -> Result<User, OperatorError> {
+        let user = set_user(self.auth()?.as_ref(), email, UserChanges::default()).await?;
+        set_spend_budget(self.stores.memory.usage.as_ref(), &user, usd).await?;
+        Ok(user)
+    }
+
+    /// `relay users set EMAIL --models a,b` (`Some`) or `--all-models` (`None`).
+    pub async fn set_models(
+        &self,
+        email: &str,
+        models: Option<Vec<String>>,
+    ) -> Result<User, OperatorError> {
+        // The models `relay serve` would offer with this configuration and environment.
+        let offered = crate::providers::registry::Models::from_config(
+            &self.config,
+            &crate::config::ProcessEnv,
+        )
+        .map_err(OperatorError::Other)?;
+        let models = check_models(models, &offered.names())?;
+        let changes = UserChanges {
+            allowed_models: Some(models),
+            ..UserChanges::default()
+        };
+        set_user(self.auth()?.as_ref(), email, changes).await
+    }
+
     /// `relay users signout EMAIL`: ends every session and refresh token of the account.
     pub async fn signout(&self, email: &str) -> Result<u64, OperatorError> {
         let signin = self.stores.signin.as_ref().ok_or(OperatorError::NoAuth)?;
@@ -190,7 +217,7 @@ impl Users {
             out.push(
                 standing(
                     self.stores.memory.usage.as_ref(),
-                    Some(auth_config.default_token_budget),
+                    Some(crate::usage::budget::Defaults::of(&auth_config)),
                     &period,
                     user,
                     now,
@@ -254,6 +281,7 @@ pub fn parse_changes(
             .map_err(OperatorError::Invalid)?,
         limit: check_limit(limit)?,
         reset_usage,
+        allowed_models: None,
     })
 }
 
@@ -338,6 +366,47 @@ pub async fn set_token_budget(
     Ok(())
 }
 
+/// Sets an account's monthly spend budget in USD: the one code path of `relay users set
+/// --spend-budget` and `PATCH /v1/admin/users/{email}`.
+pub async fn set_spend_budget(
+    usage: &dyn crate::store::usage::UsageStore,
+    user: &User,
+    usd: f64,
+) -> Result<(), OperatorError> {
+    if !usd.is_finite() || (usd < 0.0 && usd != -1.0) {
+        return Err(OperatorError::Invalid(format!(
+            "spend_budget_usd must be -1 (unlimited) or an amount in USD, not {usd}"
+        )));
+    }
+    usage.set_spend_budget(&user.id, usd).await?;
+    Ok(())
+}
+
+/// An allowlist of models, checked against the configured ones (`None`: every model). Names
+/// are trimmed and repeats dropped; an unknown name is refused, naming it and the known ones.
+pub fn check_models(
+    models: Option<Vec<String>>,
+    configured: &[&str],
+) -> Result<Option<Vec<String>>, OperatorError> {
+    let Some(models) = models else {
+        return Ok(None);
+    };
+    let mut names: Vec<String> = Vec::with_capacity(models.len());
+    for name in models {
+        let name = name.trim().to_owned();
+        if !configured.contains(&name.as_str()) {
+            return Err(OperatorError::Invalid(format!(
+                "allowed_models names `{name}`, which is not a configured model; configured: {}",
+                configured.join(", ")
+            )));
+        }
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    Ok(Some(names))
+}
+
 /// The message speaks of `limit`, the word of both the API's field and the CLI's `--limit`.
 pub fn check_limit(limit: Option<i64>) -> Result<Option<i64>, OperatorError> {
     match limit {
@@ -373,17 +442,20 @@ pub struct Standing {
     pub token_budget: i64,
     pub tokens_used: i64,
     pub tokens_resets_at: String,
+    /// The account's own spend budget in USD, else the default; -1 unlimited.
+    pub spend_budget_usd: f64,
+    pub spend_used_usd: f64,
 }
 
-/// `user`'s standing at `now`; `default_budget` is `[auth] default_token_budget`.
+/// `user`'s standing at `now`; `defaults` are `[auth]`'s default budgets.
 pub async fn standing(
     usage: &dyn crate::store::usage::UsageStore,
-    default_budget: Option<i64>,
+    defaults: Option<crate::usage::budget::Defaults>,
     period: &crate::usage::period::QuotaMonth,
     user: User,
     now: f64,
 ) -> Result<Standing, OperatorError> {
-    let budget = crate::usage::budget::of(usage, default_budget, &user.id)
+    let budget = crate::usage::budget::of(usage, defaults, &user.id)
         .await
         .map_err(|e| OperatorError::Other(anyhow::anyhow!("{}", e.message)))?;
     Ok(Standing {
@@ -391,6 +463,8 @@ pub async fn standing(
         quota_resets_at: period.resets_at(now),
         token_budget: budget.token_budget,
         tokens_used: budget.tokens_used,
+        spend_budget_usd: budget.spend_budget_usd,
+        spend_used_usd: budget.spend_used_usd,
         tokens_resets_at: crate::usage::period::rfc3339(crate::usage::period::next_month_start(
             crate::clock::now() as i64,
         )),
@@ -415,13 +489,23 @@ pub fn format_standing(s: &Standing) -> String {
     } else {
         s.token_budget.to_string()
     };
+    let spend = if s.spend_budget_usd < 0.0 {
+        "unlimited".to_owned()
+    } else {
+        format!("${:.2}", s.spend_budget_usd)
+    };
+    let models = u
+        .allowed_models
+        .as_ref()
+        .map_or_else(|| "all".to_owned(), |m| m.join(","));
     format!(
-        "{}\t{}\t{}\t{units}\ttokens {}/{budget} this month (resets {})",
+        "{}\t{}\t{}\t{units}\ttokens {}/{budget} this month (resets {})\tspend ${:.2}/{spend} this month\tmodels {models}",
         u.email,
         u.role.as_str(),
         u.id,
         s.tokens_used,
-        s.tokens_resets_at
+        s.tokens_resets_at,
+        s.spend_used_usd,
     )
 }
 
@@ -432,8 +516,12 @@ pub fn format_user(u: &User) -> String {
     } else {
         u.limit.to_string()
     };
+    let models = u
+        .allowed_models
+        .as_ref()
+        .map_or_else(String::new, |m| format!("\tmodels {}", m.join(",")));
     format!(
-        "{}\t{}\t{}\tused {}\tlimit {}",
+        "{}\t{}\t{}\tused {}\tlimit {}{models}",
         u.email,
         u.role.as_str(),
         u.id,

@@ -61,10 +61,25 @@ pub struct Me {
     /// When `tokens_used` next goes back to 0: the start of the next calendar month (RFC 3339, UTC).
     #[serde(default)]
     pub tokens_resets_at: Option<String>,
+    /// USD allowed per calendar month (UTC), counted from the usage ledger's `cost_usd`; `-1`
+    /// unlimited.
+    #[serde(default = "unlimited_usd")]
+    pub spend_budget_usd: f64,
+    /// USD spent this calendar month (UTC) on priced models; it resets with `tokens_used`.
+    #[serde(default)]
+    pub spend_used_usd: f64,
+    /// The configured models the account may use; null for every one.
+    #[serde(default)]
+    pub allowed_models: Option<Vec<String>>,
 }
 
 fn never() -> String {
     "never".to_owned()
+}
+
+/// `-1`: the wire's "unlimited" for an amount.
+pub(crate) fn unlimited_usd() -> f64 {
+    -1.0
 }
 
 fn unlimited() -> i64 {

@@ -36,6 +36,16 @@ pub struct AdminUser {
     /// When `tokens_used` next goes back to 0 (RFC 3339, UTC).
     #[serde(default)]
     pub tokens_resets_at: Option<String>,
+    /// USD per calendar month (UTC), counted from the ledger's `cost_usd`, the default's when
+    /// the account has none of its own; `-1` unlimited.
+    #[serde(default = "crate::account::unlimited_usd")]
+    pub spend_budget_usd: f64,
+    /// USD spent this calendar month (UTC) on priced models.
+    #[serde(default)]
+    pub spend_used_usd: f64,
+    /// The configured models the account may use; null for every one.
+    #[serde(default)]
+    pub allowed_models: Option<Vec<String>>,
 }
 
 /// `GET /v1/admin/users` query.
@@ -80,6 +90,28 @@ pub struct UserPatch {
     #[serde(default)]
     #[schema(minimum = -1)]
     pub token_budget: Option<i64>,
+    /// USD per calendar month (UTC), or `-1` for unlimited.
+    #[serde(default)]
+    #[schema(minimum = -1)]
+    pub spend_budget_usd: Option<f64>,
+    /// The configured models the account may use (each must be configured), or `null` for
+    /// every one; absent leaves it as it is.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub allowed_models: Option<Option<Vec<String>>>,
+}
+
+/// A field that may be `null` (`Some(None)`) or absent (`None`, through `default`).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// `POST /v1/admin/users`: a new account, as `relay users add` makes one.

@@ -13,8 +13,10 @@ pub enum ErrorCode {
     InvalidCredentials,
     Forbidden,
     QuotaExceeded,
-    /// The account's monthly token budget is used up.
+    /// The account's monthly token or spend budget is used up.
     BudgetExceeded,
+    /// The account may not use the model it named (`allowed_models`).
+    ModelNotAllowed,
     SignupClosed,
     NotFound,
     MethodNotAllowed,
@@ -35,7 +37,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         Self::InvalidRequest,
         Self::UnknownModel,
         Self::Unauthorized,
@@ -43,6 +45,7 @@ impl ErrorCode {
         Self::Forbidden,
         Self::QuotaExceeded,
         Self::BudgetExceeded,
+        Self::ModelNotAllowed,
         Self::SignupClosed,
         Self::NotFound,
         Self::MethodNotAllowed,
@@ -65,9 +68,11 @@ impl ErrorCode {
         match self {
             Self::InvalidRequest | Self::UnknownModel => 400,
             Self::Unauthorized | Self::InvalidCredentials => 401,
-            Self::Forbidden | Self::QuotaExceeded | Self::BudgetExceeded | Self::SignupClosed => {
-                403
-            }
+            Self::Forbidden
+            | Self::QuotaExceeded
+            | Self::BudgetExceeded
+            | Self::ModelNotAllowed
+            | Self::SignupClosed => 403,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::EmailTaken | Self::LastAdmin => 409,
@@ -91,6 +96,7 @@ impl ErrorCode {
             Self::Forbidden => "forbidden",
             Self::QuotaExceeded => "quota_exceeded",
             Self::BudgetExceeded => "budget_exceeded",
+            Self::ModelNotAllowed => "model_not_allowed",
             Self::SignupClosed => "signup_closed",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",

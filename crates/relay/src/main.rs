@@ -80,6 +80,15 @@ enum UsersCommand {
         /// Input plus output tokens per calendar month (UTC); -1 is unlimited.
         #[arg(long, allow_hyphen_values = true)]
         token_budget: Option<i64>,
+        /// USD per calendar month (UTC), counted from the usage ledger's prices; -1 is unlimited.
+        #[arg(long, allow_hyphen_values = true)]
+        spend_budget: Option<f64>,
+        /// The only configured models the account may use, comma-separated (`--models a,b`).
+        #[arg(long, value_delimiter = ',', num_args = 1.., conflicts_with = "all_models")]
+        models: Option<Vec<String>>,
+        /// Let the account use every configured model again.
+        #[arg(long)]
+        all_models: bool,
     },
     /// Delete an account and all its data.
     Delete { email: String },
@@ -233,12 +242,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     limit,
                     reset_usage,
                     token_budget,
+                    spend_budget,
+                    models,
+                    all_models,
                 } => {
                     let mut u = users
                         .set(&email, role.as_deref(), limit, reset_usage)
                         .await?;
                     if let Some(n) = token_budget {
                         u = users.set_budget(&email, n).await?;
+                    }
+                    if let Some(usd) = spend_budget {
+                        u = users.set_spend_budget(&email, usd).await?;
+                    }
+                    if models.is_some() || all_models {
+                        u = users.set_models(&email, models).await?;
                     }
                     println!("updated {}", operator::format_user(&u));
                 }

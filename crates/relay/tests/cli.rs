@@ -136,11 +136,64 @@ fn users_commands_are_visible_through_me_on_a_running_server() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("token_budget must be -1"));
 
+    // A spend budget and a model allowlist (issue 40), each checked.
+    let out = relay(
+        &config,
+        &[
+            "users",
+            "set",
+            "ops@example.com",
+            "--spend-budget",
+            "2.5",
+            "--models",
+            "demo",
+        ],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = me(&server, &token);
+    assert_eq!(
+        (m["spend_budget_usd"].as_f64(), &m["allowed_models"]),
+        (Some(2.5), &serde_json::json!(["demo"]))
+    );
+    for (args, says) in [
+        (&["--spend-budget", "-3"][..], "spend_budget_usd must be -1"),
+        (
+            &["--models", "nope"][..],
+            "`nope`, which is not a configured model",
+        ),
+    ] {
+        let mut argv = vec!["users", "set", "ops@example.com"];
+        argv.extend_from_slice(args);
+        let out = relay(&config, &argv, "");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
+
     let out = relay(&config, &["users", "list"], "");
     let listed = String::from_utf8(out.stdout).unwrap();
     assert!(
         listed.contains("ops@example.com") && listed.contains("units 0/42 this month (resets "),
         "{listed}"
+    );
+    assert!(
+        listed.contains("spend $0.00/$2.50 this month") && listed.contains("models demo"),
+        "{listed}"
+    );
+    let out = relay(
+        &config,
+        &["users", "set", "ops@example.com", "--all-models"],
+        "",
+    );
+    assert!(out.status.success());
+    assert_eq!(
+        me(&server, &token)["allowed_models"],
+        serde_json::Value::Null
     );
 
     let out = relay(&config, &["users", "delete", "ops@example.com"], "");
@@ -234,6 +287,14 @@ fn serve_refuses_an_unknown_key_a_bad_value_and_an_unknown_scheme() {
         (
             "[auth]\ndefault_token_budget = -5\n",
             "auth.default_token_budget",
+        ),
+        (
+            "[auth]\ndefault_spend_budget_usd = -2.5\n",
+            "auth.default_spend_budget_usd must be",
+        ),
+        (
+            "[auth]\ndefault_spend_budget_usd = 10.0\n[usage]\nledger = false\n",
+            "auth.default_spend_budget_usd",
         ),
     ] {
         let path = dir.path().join("bad.toml");

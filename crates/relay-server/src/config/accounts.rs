@@ -14,6 +14,9 @@ pub struct AuthConfig {
     pub default_limit: i64,
     /// Monthly token budget (input plus output tokens) of an account without its own; -1 unlimited.
     pub default_token_budget: i64,
+    /// Monthly spend budget in USD (the ledger's `cost_usd`) of an account without its own; -1
+    /// unlimited.
+    pub default_spend_budget_usd: f64,
     pub token_ttl_days: u32,
     pub max_connections: u32,
     pub busy_timeout_ms: u64,
@@ -38,6 +41,7 @@ impl Default for AuthConfig {
             signup: SignupMode::Open,
             default_limit: 100,
             default_token_budget: -1,
+            default_spend_budget_usd: -1.0,
             token_ttl_days: 30,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,

@@ -196,6 +196,12 @@ impl Config {
                     auth.default_token_budget
                 ));
             }
+            let spend = auth.default_spend_budget_usd;
+            if !spend.is_finite() || (spend < 0.0 && spend != -1.0) {
+                return bad(format!(
+                    "auth.default_spend_budget_usd must be -1 (unlimited) or an amount in USD, not {spend}"
+                ));
+            }
             if auth.token_ttl_days == 0 {
                 return bad("auth.token_ttl_days must be at least 1".into());
             }
@@ -337,7 +343,13 @@ impl Config {
                 self.routing.max_event_bytes
             ));
         }
-        let default_token_budget = self.auth.as_ref().map_or(-1, |a| a.default_token_budget);
+        let default_token_budget = self.auth.as_ref().map_or(-1, |a| {
+            if a.default_spend_budget_usd >= 0.0 {
+                0
+            } else {
+                a.default_token_budget
+            }
+        });
         if let Some(problem) = self.usage.problem_with(default_token_budget) {
             return bad(problem);
         }

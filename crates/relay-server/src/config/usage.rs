@@ -44,7 +44,7 @@ impl UsageConfig {
     pub fn problem_with(&self, default_token_budget: i64) -> Option<String> {
         if !self.ledger && default_token_budget >= 0 {
             return Some(
-                "usage.ledger = false cannot count auth.default_token_budget: set the budget to -1 or turn the ledger on".into(),
+                "usage.ledger = false cannot count auth.default_token_budget or auth.default_spend_budget_usd: set them to -1 or turn the ledger on".into(),
             );
         }
         if self.retention_days == 0 {

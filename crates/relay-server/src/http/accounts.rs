@@ -169,7 +169,7 @@ pub async fn get_me(
     ));
     let budget = crate::usage::budget::of(
         state.ledger().store().as_ref(),
-        state.default_token_budget(),
+        state.budget_defaults(),
         caller.user_id(),
     )
     .await?;
@@ -187,6 +187,9 @@ pub async fn get_me(
             quota_period: "never".into(),
             quota_resets_at: None,
             tokens_resets_at,
+            spend_budget_usd: budget.spend_budget_usd,
+            spend_used_usd: budget.spend_used_usd,
+            allowed_models: None,
         },
         Caller::User(user) => Me {
             auth: true,
@@ -201,6 +204,9 @@ pub async fn get_me(
             quota_period: state.quota_month().period().as_str().into(),
             quota_resets_at: state.quota_month().resets_at(now),
             tokens_resets_at,
+            spend_budget_usd: budget.spend_budget_usd,
+            spend_used_usd: budget.spend_used_usd,
+            allowed_models: user.allowed_models.clone(),
         },
     }))
 }

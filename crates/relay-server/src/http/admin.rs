@@ -41,6 +41,9 @@ impl From<User> for AdminUser {
             token_budget: -1,
             tokens_used: 0,
             tokens_resets_at: None,
+            spend_budget_usd: -1.0,
+            spend_used_usd: 0.0,
+            allowed_models: u.allowed_models,
         }
     }
 }
@@ -53,6 +56,8 @@ impl From<operator::Standing> for AdminUser {
             token_budget: s.token_budget,
             tokens_used: s.tokens_used,
             tokens_resets_at: Some(s.tokens_resets_at),
+            spend_budget_usd: s.spend_budget_usd,
+            spend_used_usd: s.spend_used_usd,
             ..s.user.into()
         }
     }
@@ -131,7 +136,7 @@ pub async fn list_users(
     for user in users {
         let standing = operator::standing(
             state.ledger().store().as_ref(),
-            state.default_token_budget(),
+            state.budget_defaults(),
             state.quota_month(),
             user,
             now,
@@ -162,7 +167,8 @@ pub async fn delete_user_lock(
     Ok(axum::Json(OkResponse::yes()))
 }
 
-/// Change an account's role or limit, or reset its usage (admins only), as `relay users set` does.
+/// Change an account's role, limit, budgets or models, or reset its usage (admins only), as
+/// `relay users set` does.
 #[utoipa::path(patch, path = "/v1/admin/users/{email}", tag = "accounts",
     security(("bearer" = [])),
     params(("email" = String, Path, description = "The account's email", example = "bob@example.com")),
@@ -170,7 +176,7 @@ pub async fn delete_user_lock(
     responses(
         (status = 200, description = "The account after the change", body = UserResult,
             example = json!({"ok": true, "user": {"id": "u_9b2e4d6f80a1c3e5", "email": "bob@example.com", "role": "user", "limit": 500, "used": 0, "remaining": 500, "created_at": 1_763_900_500.0}})),
-        (status = 400, description = "An unknown role, or a limit below -1", body = ErrorBody),
+        (status = 400, description = "An unknown role, a limit or budget below -1, or a model that is not configured", body = ErrorBody),
         (status = 403, description = "`forbidden`: the caller is not an admin", body = ErrorBody),
         (status = 404, description = "`not_found`: no account with this email", body = ErrorBody),
         (status = 409, description = "`last_admin`: the change would demote the only admin", body = ErrorBody),
@@ -182,7 +188,7 @@ pub async fn patch_user(
     Json(patch): Json<UserPatch>,
 ) -> ApiResult<axum::Json<UserResult>> {
     let auth = admin_store(&state, &caller)?;
-    let changes = operator::parse_changes(
+    let mut changes = operator::parse_changes(
         patch.role.as_deref(),
         patch.limit,
         patch.reset_usage.unwrap_or(false),
@@ -194,6 +200,19 @@ pub async fn patch_user(
             "token_budget must be -1 (unlimited) or a count of tokens, not {n}"
         )));
     }
+    if let Some(usd) = patch.spend_budget_usd
+        && (!usd.is_finite() || (usd < 0.0 && usd != -1.0))
+    {
+        return Err(ApiError::invalid(format!(
+            "spend_budget_usd must be -1 (unlimited) or an amount in USD, not {usd}"
+        )));
+    }
+    if let Some(models) = patch.allowed_models {
+        changes.allowed_models = Some(operator::check_models(
+            models,
+            &state.legs().models().names(),
+        )?);
+    }
     let auth = auth.ok_or(OperatorError::NoAuth)?;
     if changes.role == Some(Role::User) {
         operator::keep_an_admin(auth.as_ref(), &email).await?;
@@ -202,9 +221,12 @@ pub async fn patch_user(
     if let Some(n) = patch.token_budget {
         operator::set_token_budget(state.ledger().store().as_ref(), &user, n).await?;
     }
+    if let Some(usd) = patch.spend_budget_usd {
+        operator::set_spend_budget(state.ledger().store().as_ref(), &user, usd).await?;
+    }
     let standing = operator::standing(
         state.ledger().store().as_ref(),
-        state.default_token_budget(),
+        state.budget_defaults(),
         state.quota_month(),
         user,
         state.clock().now(),

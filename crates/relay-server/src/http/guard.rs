@@ -32,7 +32,8 @@ pub async fn check(State(state): State<AppState>, mut req: Request, next: Next) 
     if let Some(ip) = client_ip(peer, req.headers(), &state.config().trusted_proxies) {
         req.extensions_mut().insert(ClientIp(ip));
     }
-    if let Err(e) = refuse(&state, req.headers(), takes_form(req.uri().path())) {
+    let path = req.uri().path();
+    if let Err(e) = refuse(&state, req.headers(), takes_form(path) || takes_otlp(path)) {
         return e.into_response();
     }
     next.run(req).await
@@ -45,6 +46,13 @@ pub fn takes_form(path: &str) -> bool {
         path,
         "/oauth/device_authorization" | "/oauth/token" | "/oauth/revoke"
     )
+}
+
+/// Agents' OTLP exports, protobuf by default (`http::telemetry`). A cross-site post gains nothing
+/// there either: the export is only forwarded, tagged with the caller's own account, and open
+/// mode's Origin check still applies.
+pub fn takes_otlp(path: &str) -> bool {
+    matches!(path, "/v1/metrics" | "/v1/logs" | "/v1/traces")
 }
 
 fn refuse(state: &AppState, headers: &HeaderMap, form_allowed: bool) -> Result<(), ApiError> {

@@ -26,6 +26,7 @@ pub mod shutdown;
 pub mod signin;
 pub mod state;
 pub mod suggest;
+pub mod telemetry;
 pub mod usage;
 pub mod usage_legs;
 pub mod waitlist;

@@ -9,7 +9,7 @@ use utoipa_axum::routes;
 
 use super::{
     accounts, admin, agent, compat, console, docs, health, keys, mcp, memory, metrics, search,
-    signin, suggest, waitlist,
+    signin, suggest, telemetry, waitlist,
 };
 use crate::http::state::AppState;
 
@@ -44,6 +44,20 @@ pub fn api() -> OpenApiRouter<AppState> {
             signin::settings::get_user_settings,
             signin::settings::put_user_settings,
             signin::settings::delete_user_settings
+        ))
+        // Usage limits and telemetry for signed-in agents (issue 40)
+        .routes(routes!(signin::usage::get_usage))
+        .routes(with_body_limit(
+            routes!(telemetry::post_metrics),
+            telemetry::BODY_LIMIT,
+        ))
+        .routes(with_body_limit(
+            routes!(telemetry::post_logs),
+            telemetry::BODY_LIMIT,
+        ))
+        .routes(with_body_limit(
+            routes!(telemetry::post_traces),
+            telemetry::BODY_LIMIT,
         ))
         // API keys (issue 40)
         .routes(routes!(keys::create_key, keys::list_keys))

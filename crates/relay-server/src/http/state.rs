@@ -44,6 +44,8 @@ struct Inner {
     clock: Arc<crate::clock::Clock>,
     /// `[auth] quota_period` and the month this instance last rolled the quota to.
     quota_month: Arc<crate::usage::period::QuotaMonth>,
+    /// Where agents' OTLP exports go (`[telemetry] otlp_endpoint`).
+    telemetry: crate::agent_telemetry::Forwarder,
 }
 
 impl AppState {
@@ -98,8 +100,16 @@ impl AppState {
             routing: config.routing.clone(),
             memory_config: config.memory.clone(),
             drain: Duration::from_millis(config.usage.drain_ms),
-            default_token_budget: (!config.open_mode())
-                .then(|| config.auth.as_ref().map_or(-1, |a| a.default_token_budget)),
+            budget_defaults: (!config.open_mode()).then(|| {
+                config
+                    .auth
+                    .as_ref()
+                    .map(crate::usage::budget::Defaults::of)
+                    .unwrap_or(crate::usage::budget::Defaults {
+                        tokens: -1,
+                        spend_usd: -1.0,
+                    })
+            }),
             models,
             metrics: metrics.clone(),
             ledger,
@@ -113,7 +123,10 @@ impl AppState {
             clock: clock.clone(),
             quota_month: quota_month.clone(),
         });
+        let telemetry =
+            crate::agent_telemetry::Forwarder::new(config.telemetry.otlp_endpoint.as_deref())?;
         Ok(Self(Arc::new(Inner {
+            telemetry,
             auth: if config.open_mode() {
                 None
             } else {
@@ -237,9 +250,14 @@ impl AppState {
     }
 
     /// The usage ledger: where legs' records go, and its store.
-    /// `[auth] default_token_budget` in auth mode; `None` in open mode, where `local` has no budget.
-    pub fn default_token_budget(&self) -> Option<i64> {
-        self.0.legs.default_token_budget()
+    /// `[auth]`'s default budgets in auth mode; `None` in open mode, where `local` has no budget.
+    pub fn budget_defaults(&self) -> Option<crate::usage::budget::Defaults> {
+        self.0.legs.budget_defaults()
+    }
+
+    /// Where agents' OTLP exports go.
+    pub fn telemetry(&self) -> &crate::agent_telemetry::Forwarder {
+        &self.0.telemetry
     }
 
     pub fn ledger(&self) -> &crate::usage::Ledger {

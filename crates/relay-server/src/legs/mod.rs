@@ -63,8 +63,8 @@ pub struct Deps {
     pub memory_config: MemoryConfig,
     /// `[usage] drain_ms`: how long an abandoned stream is read on for its usage.
     pub drain: Duration,
-    /// The monthly token budget of an account without its own; `None` in open mode.
-    pub default_token_budget: Option<i64>,
+    /// The monthly budgets of an account without its own; `None` in open mode.
+    pub budget_defaults: Option<crate::usage::budget::Defaults>,
     pub models: Models,
     pub metrics: Arc<Metrics>,
     pub ledger: Ledger,
@@ -106,9 +106,9 @@ impl Legs {
     pub fn metrics(&self) -> &Metrics {
         &self.0.deps.metrics
     }
-    /// The monthly token budget of an account without its own; `None` in open mode.
-    pub fn default_token_budget(&self) -> Option<i64> {
-        self.0.deps.default_token_budget
+    /// The monthly budgets of an account without its own; `None` in open mode.
+    pub fn budget_defaults(&self) -> Option<crate::usage::budget::Defaults> {
+        self.0.deps.budget_defaults
     }
     fn deps(&self) -> &Deps {
         &self.0.deps
@@ -140,7 +140,7 @@ impl Legs {
             }
             crate::usage::budget::check(
                 self.ledger().store().as_ref(),
-                self.deps().default_token_budget,
+                self.deps().budget_defaults,
                 Some(user.id.as_str()),
             )
             .await?;
@@ -177,25 +177,9 @@ impl Legs {
         arrived: Instant,
     ) -> ApiResult<Opened> {
         leg.key_cache(caller.user_id());
-        let models = self.models();
-        let chain = models.resolve(model).ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::UnknownModel,
-                format!(
-                    "unknown model `{}`; use auto or one of: {}",
-                    model.unwrap_or_default(),
-                    models.names().join(", ")
-                ),
-            )
-        })?;
-        if chain.is_empty() {
-            return Err(ApiError::new(
-                ErrorCode::ProviderUnavailable,
-                "no model is configured for auto",
-            ));
-        }
+        let chain = self.chain_for(caller, model)?;
         // The output a call may produce: the client's own cap, within the models' caps and
-        // (below) what the account's token budget has left, which the leg reserves before it runs.
+        // (below) what the account's budgets have left, which the leg reserves before it runs.
         leg.max_tokens = min_cap(
             leg.max_tokens,
             chain
@@ -203,17 +187,20 @@ impl Legs {
                 .filter_map(|m| m.policy.max_output_tokens)
                 .min(),
         );
-        let hold = crate::usage::budget::reserve(
+        let admitted = crate::usage::budget::reserve(
             self.ledger().store().as_ref(),
-            self.deps().default_token_budget,
+            self.deps().budget_defaults,
             match caller {
                 Caller::User(user) => Some(user.id.as_str()),
                 Caller::Local => None,
             },
             leg.prompt_estimate,
             leg.max_tokens,
+            dearest(self.ledger(), &chain, leg.service_tier.as_deref()).as_ref(),
         )
         .await?;
+        let budget = admitted.budget;
+        let hold = admitted.hold;
         if let Some(hold) = &hold {
             leg.max_tokens = min_cap(leg.max_tokens, Some(hold.output_cap));
         }
@@ -240,6 +227,7 @@ impl Legs {
             open::Admitted {
                 request_id,
                 reservation,
+                budget,
             },
             chain,
             leg,
@@ -249,6 +237,99 @@ impl Legs {
         )
         .await
     }
+}
+
+impl Legs {
+    /// The models that may answer `model` (a name or `auto`) for `caller`: the configured
+    /// chain less the models the caller's account may not use (issue 40). A named model the
+    /// account may not use is refused (`model_not_allowed`); `auto` skips such models.
+    pub fn chain_for(
+        &self,
+        caller: &Caller,
+        model: Option<&str>,
+    ) -> ApiResult<Vec<Arc<crate::providers::registry::ModelEntry>>> {
+        let models = self.models();
+        let mut chain = models.resolve(model).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::UnknownModel,
+                format!(
+                    "unknown model `{}`; use auto or one of: {}",
+                    model.unwrap_or_default(),
+                    models.names().join(", ")
+                ),
+            )
+        })?;
+        if let Caller::User(user) = caller
+            && user.allowed_models.is_some()
+        {
+            let named = model.filter(|m| *m != "auto");
+            if let Some(name) = named
+                && !user.may_use(name)
+            {
+                return Err(ApiError::new(
+                    ErrorCode::ModelNotAllowed,
+                    format!(
+                        "this account may not use the model `{name}`; ask an operator, or use one of: {}",
+                        allowed(models, user)
+                    ),
+                ));
+            }
+            chain.retain(|m| user.may_use(&m.name));
+            if chain.is_empty() {
+                return Err(ApiError::new(
+                    ErrorCode::ModelNotAllowed,
+                    format!(
+                        "no model this account may use is configured for `{}`; ask an operator, or use one of: {}",
+                        model.unwrap_or("auto"),
+                        allowed(models, user)
+                    ),
+                ));
+            }
+        }
+        if chain.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::ProviderUnavailable,
+                "no model is configured for auto",
+            ));
+        }
+        Ok(chain)
+    }
+}
+
+/// The configured models `user` may use, for a refusal's message.
+fn allowed(models: &Models, user: &crate::store::User) -> String {
+    let names: Vec<&str> = models
+        .names()
+        .into_iter()
+        .filter(|n| user.may_use(n))
+        .collect();
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The dearest prices among the models that may answer (each price the highest of any model),
+/// which a spend reservation holds; `None` when none of them is priced.
+fn dearest(
+    ledger: &Ledger,
+    chain: &[Arc<crate::providers::registry::ModelEntry>],
+    tier: Option<&str>,
+) -> Option<crate::usage::Prices> {
+    chain
+        .iter()
+        .filter_map(|m| {
+            ledger
+                .price_of(&m.name)
+                .map(|p| p.scaled(m.policy.tier_multiplier(tier)))
+        })
+        .reduce(|a, b| crate::usage::Prices {
+            input: a.input.max(b.input),
+            cached_input: a.cached_input.max(b.cached_input),
+            cache_write: a.cache_write.max(b.cache_write),
+            output: a.output.max(b.output),
+        })
 }
 
 /// The smaller of two output caps, either of which may be absent.

@@ -42,6 +42,9 @@ pub struct Opened {
     /// (`LegEvent::Raw`) ahead of Relay's: a door sends those and only Relay's pings and
     /// errors in its own form.
     pub raw: bool,
+    /// The account's budgets as admission read them (before this leg), for the usage-limit
+    /// headers.
+    pub budget: crate::usage::budget::Budget,
 }
 
 /// What admission gave the leg besides its quota unit.
@@ -50,6 +53,8 @@ pub struct Admitted {
     pub request_id: String,
     /// The budget reservation the leg holds, if its account has a budget.
     pub reservation: Option<String>,
+    /// The account's budgets as admission read them, before this leg.
+    pub budget: crate::usage::budget::Budget,
 }
 
 /// Tries the chain until a model produces its first output; the caller encodes the events
@@ -74,6 +79,7 @@ pub async fn open(
     let Admitted {
         request_id,
         reservation,
+        budget,
     } = admitted;
     let mut facts = LegFacts {
         user_id: user_id.to_owned(),
@@ -146,6 +152,7 @@ pub async fn open(
                         quota,
                         refunded_if_failed: refunded_if_failed.clone(),
                         raw: !raw.is_empty(),
+                        budget,
                         events: events_of(
                             legs.clone(),
                             model.clone(),

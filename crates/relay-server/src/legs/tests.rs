@@ -91,7 +91,10 @@ async fn fixture() -> Fixture {
         routing: config.routing.clone(),
         memory_config: config.memory.clone(),
         drain: Duration::from_millis(config.usage.drain_ms),
-        default_token_budget: Some(-1),
+        budget_defaults: Some(crate::usage::budget::Defaults {
+            tokens: -1,
+            spend_usd: -1.0,
+        }),
         models: Models::from_config(&config, &NoEnv).unwrap(),
         metrics,
         ledger,

@@ -52,6 +52,12 @@ pub struct TokenKindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SignalLabels {
+    /// `metrics`, `logs` or `traces`.
+    pub signal: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TokenLabels {
     pub model: String,
     /// `in` or `out`.
@@ -87,6 +93,8 @@ pub struct Metrics {
     pub limits_store_errors: Counter,
     /// Cost of legs in USD by model, from `[[models]]` prices.
     pub cost_usd: Family<ModelLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    /// OTLP exports signed-in agents posted, by signal.
+    pub agent_telemetry: Family<SignalLabels, Counter>,
 }
 
 impl Metrics {
@@ -184,6 +192,12 @@ impl Metrics {
             "Cost of legs in USD by configured model, from the [[models]] prices",
             cost_usd.clone(),
         );
+        let agent_telemetry = Family::<SignalLabels, Counter>::default();
+        registry.register(
+            "agent_telemetry",
+            "OTLP exports (metrics, logs, traces) that signed-in agents posted to Relay",
+            agent_telemetry.clone(),
+        );
         Arc::new(Self {
             registry: root,
             http_requests,
@@ -198,6 +212,7 @@ impl Metrics {
             relay_overhead,
             limits_store_errors,
             cost_usd,
+            agent_telemetry,
         })
     }
 

@@ -81,9 +81,18 @@ pub struct User {
     pub limit: i64,
     pub used: i64,
     pub created_at: f64,
+    /// The configured models the account may use; `None` for every one.
+    pub allowed_models: Option<Vec<String>>,
 }
 
 impl User {
+    /// Whether the account may use the configured model `name`.
+    pub fn may_use(&self, name: &str) -> bool {
+        self.allowed_models
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|n| n == name))
+    }
+
     /// Admins and accounts with limit -1 are unlimited.
     pub fn unlimited(&self) -> bool {
         self.role == Role::Admin || self.limit < 0
@@ -119,6 +128,8 @@ pub struct UserChanges {
     pub role: Option<Role>,
     pub limit: Option<i64>,
     pub reset_usage: bool,
+    /// `Some(None)` lets the account use every model again.
+    pub allowed_models: Option<Option<Vec<String>>>,
 }
 
 /// The outcome of asking for one quota unit.

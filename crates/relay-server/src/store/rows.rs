@@ -8,7 +8,7 @@ use crate::domain::{Author, MemType, NoteId};
 /// The columns `UserRow` reads, spliced into queries at compile time.
 macro_rules! user_columns {
     () => {
-        "id, email, role, quota_limit, used, created_at"
+        "id, email, role, quota_limit, used, created_at, allowed_models"
     };
 }
 pub(crate) use user_columns;
@@ -30,6 +30,8 @@ pub(crate) struct UserRow {
     quota_limit: i64,
     used: i64,
     created_at: f64,
+    /// A JSON array of model names; NULL for every model.
+    allowed_models: Option<String>,
 }
 
 impl TryFrom<UserRow> for User {
@@ -43,6 +45,11 @@ impl TryFrom<UserRow> for User {
             limit: row.quota_limit,
             used: row.used,
             created_at: row.created_at,
+            allowed_models: row
+                .allowed_models
+                .map(|json| serde_json::from_str(&json))
+                .transpose()
+                .map_err(|e| StoreError::Internal(format!("an account's allowed_models: {e}")))?,
         })
     }
 }
@@ -53,6 +60,17 @@ pub(crate) struct UserWithHashRow {
     #[sqlx(flatten)]
     pub user: UserRow,
     pub password_hash: String,
+}
+
+/// An allowlist change as the column stores it: `Some(None)` and `None` both bind NULL (the
+/// `CASE` decides whether it is written).
+pub(crate) fn models_json(change: Option<&Option<Vec<String>>>) -> StoreResult<Option<String>> {
+    match change {
+        Some(Some(names)) => serde_json::to_string(names)
+            .map(Some)
+            .map_err(|e| StoreError::Internal(e.to_string())),
+        _ => Ok(None),
+    }
 }
 
 /// Maps an optional account row, as `fetch_optional` gives it.

@@ -58,27 +58,53 @@ pub struct LegRecord {
     pub server_tool_uses: i64,
 }
 
-/// Tokens a leg holds against its account's monthly budget from admission to its record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Tokens (and spend) a leg holds against its account's monthly budgets from admission to its
+/// record.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Reservation {
     pub id: String,
     pub user_id: String,
     /// `YYYYMM`.
     pub month: i64,
     pub tokens: i64,
+    /// USD: the call's priced estimate (0 when no model of its chain has a price).
+    pub cost_usd: f64,
     /// Unix seconds after which the row no longer counts (its leg cannot still be running).
     pub expires_at: i64,
 }
 
-/// One account's budget this month, as admission reads it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One account's budgets this month, as admission reads them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct MonthState {
-    /// The account's own budget; `None` follows the default.
+    /// The account's own token budget; `None` follows the default.
     pub own_budget: Option<i64>,
     /// Tokens the written records counted.
     pub used: i64,
     /// Tokens live reservations hold.
     pub reserved: i64,
+    /// The account's own spend budget in USD; `None` follows the default.
+    pub own_spend_budget: Option<f64>,
+    /// USD the written records cost.
+    pub spent: f64,
+    /// USD live reservations hold.
+    pub reserved_usd: f64,
+}
+
+/// The budgets a reservation must fit in, each `-1` (or below 0) when unlimited.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budgets {
+    pub tokens: i64,
+    pub spend_usd: f64,
+}
+
+impl Budgets {
+    /// A token budget alone.
+    pub fn tokens(tokens: i64) -> Self {
+        Self {
+            tokens,
+            spend_usd: -1.0,
+        }
+    }
 }
 
 /// The most tokens one figure of one record may hold (a billion: far above any context window or
@@ -287,18 +313,26 @@ pub trait UsageStore: Send + Sync {
     async fn budget_and_month(&self, user_id: &str, month: i64) -> StoreResult<(Option<i64>, i64)>;
     /// Sets the account's monthly token budget (-1 unlimited).
     async fn set_budget(&self, user_id: &str, token_budget: i64) -> StoreResult<()>;
+    /// Sets the account's monthly spend budget in USD (-1 unlimited).
+    async fn set_spend_budget(&self, user_id: &str, usd: f64) -> StoreResult<()>;
     /// Deletes an account's records (erasure); the month counts and budget stay unless `counters`.
     /// Leaves a marker, so that a record of a leg that started before now and is written later
     /// (a leg in flight) is dropped by `insert_legs` (and its month count too with `counters`).
     async fn delete_user_legs(&self, user_id: &str, counters: bool) -> StoreResult<u64>;
     /// Deletes records (and erasure markers) older than `before` (Unix seconds).
     async fn prune(&self, before: i64) -> StoreResult<u64>;
-    /// The account's own budget, its tokens in `month` and what its live reservations (those
-    /// not expired at `now`) hold, in one read.
+    /// The account's own budgets, its tokens and spend in `month` and what its live reservations
+    /// (those not expired at `now`) hold, in one read.
     async fn month_state(&self, user_id: &str, month: i64, now: i64) -> StoreResult<MonthState>;
-    /// Stores `reservation` if the month's tokens, the live reservations and it together stay
-    /// within `budget`, atomically across instances; `false` when it does not fit.
-    async fn reserve(&self, reservation: &Reservation, budget: i64, now: i64) -> StoreResult<bool>;
+    /// Stores `reservation` if the month's tokens (and spend), the live reservations and it
+    /// together stay within each limited budget, atomically across instances; `false` when it
+    /// does not fit.
+    async fn reserve(
+        &self,
+        reservation: &Reservation,
+        budgets: Budgets,
+        now: i64,
+    ) -> StoreResult<bool>;
     /// Drops a reservation whose leg left no record.
     async fn release(&self, id: &str) -> StoreResult<()>;
     /// The stored value of a setting, storing `value` first if there is none (every instance

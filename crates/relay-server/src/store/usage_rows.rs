@@ -22,11 +22,13 @@ pub struct Erasure {
 }
 
 /// One account's month count to add to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MonthAdd {
     pub user_id: String,
     pub month: i64,
     pub tokens: i64,
+    /// USD: the priced records' cost.
+    pub cost: f64,
 }
 
 /// One daily roll-up row to add to (`project` is `""` for none, as the table keys it).
@@ -64,7 +66,7 @@ pub struct BatchRows {
 /// record). Sums saturate at `i64::MAX`; the stores add them to what is stored the same way.
 pub fn batch_rows(records: &[LegRecord], erasure: impl Fn(&str) -> Option<Erasure>) -> BatchRows {
     let mut rows = BatchRows::default();
-    let mut months: BTreeMap<(&str, i64), i64> = BTreeMap::new();
+    let mut months: BTreeMap<(&str, i64), (i64, f64)> = BTreeMap::new();
     let mut daily: BTreeMap<(&str, i64, &str, &str), DailyAdd> = BTreeMap::new();
     for record in records {
         let mut r = record.clone();
@@ -77,10 +79,11 @@ pub fn batch_rows(records: &[LegRecord], erasure: impl Fn(&str) -> Option<Erasur
         // Only an account's deletion (`counters`) drops the month count: `DELETE
         // /v1/memory/all` leaves a budget counting what the leg used.
         if !marker.is_some_and(|e| e.counters) {
-            let tokens = months
+            let month = months
                 .entry((record.user_id.as_str(), r.month()))
                 .or_default();
-            *tokens = tokens.saturating_add(r.budget_tokens());
+            month.0 = month.0.saturating_add(r.budget_tokens());
+            month.1 += r.cost_usd.unwrap_or(0.0);
         }
         if marker.is_some() {
             rows.dropped.push(r.request_id);
@@ -119,10 +122,11 @@ pub fn batch_rows(records: &[LegRecord], erasure: impl Fn(&str) -> Option<Erasur
     }
     rows.months = months
         .into_iter()
-        .map(|((user_id, month), tokens)| MonthAdd {
+        .map(|((user_id, month), (tokens, cost))| MonthAdd {
             user_id: user_id.to_owned(),
             month,
             tokens,
+            cost,
         })
         .collect();
     rows.daily = daily.into_values().collect();

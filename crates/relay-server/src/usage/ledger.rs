@@ -93,6 +93,11 @@ impl Ledger {
         &self.store
     }
 
+    /// The configured prices of `model`; `None` when it names none.
+    pub fn price_of(&self, model: &str) -> Option<super::Prices> {
+        self.prices.get(model).copied()
+    }
+
     /// Queues the record of a leg that ended with `status` on `model`, priced from its prices.
     pub fn leg_ended(
         &self,
@@ -339,6 +344,9 @@ mod tests {
         async fn set_budget(&self, _: &str, _: i64) -> StoreResult<()> {
             Ok(())
         }
+        async fn set_spend_budget(&self, _: &str, _: f64) -> StoreResult<()> {
+            Ok(())
+        }
         async fn delete_user_legs(&self, _: &str, _: bool) -> StoreResult<u64> {
             Ok(0)
         }
@@ -351,16 +359,12 @@ mod tests {
             _: i64,
             _: i64,
         ) -> StoreResult<crate::store::usage::MonthState> {
-            Ok(crate::store::usage::MonthState {
-                own_budget: None,
-                used: 0,
-                reserved: 0,
-            })
+            Ok(crate::store::usage::MonthState::default())
         }
         async fn reserve(
             &self,
             _: &crate::store::usage::Reservation,
-            _: i64,
+            _: crate::store::usage::Budgets,
             _: i64,
         ) -> StoreResult<bool> {
             Ok(true)

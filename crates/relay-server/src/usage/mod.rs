@@ -3,6 +3,7 @@
 //! endpoints that read it back are `http::usage`.
 
 pub mod budget;
+pub mod caps;
 pub mod ledger;
 pub mod period;
 

@@ -28,7 +28,8 @@ async fn signup_me_signout_me_is_the_whole_session_flow() {
     assert_eq!(
         me,
         json!({"auth": true, "role": "user", "email": "ada@example.com", "limit": 100, "used": 0, "remaining": 100,
-            "token_budget": -1, "tokens_used": 0, "tokens_remaining": -1, "quota_period": "month"})
+            "token_budget": -1, "tokens_used": 0, "tokens_remaining": -1, "quota_period": "month",
+            "spend_budget_usd": -1.0, "spend_used_usd": 0.0, "allowed_models": null})
     );
 
     let r = app.post("/v1/auth/signout", Some(&token), &json!({})).await;
@@ -325,7 +326,7 @@ async fn open_mode_ignores_tokens_and_answers_local() {
     let app = TestApp::open().await;
     let expected = json!({"auth": false, "role": "local", "email": "", "limit": -1, "used": 0, "remaining": -1,
         "token_budget": -1, "tokens_used": 0, "tokens_remaining": -1, "quota_period": "never",
-        "quota_resets_at": null});
+        "quota_resets_at": null, "spend_budget_usd": -1.0, "spend_used_usd": 0.0, "allowed_models": null});
     for token in [None, Some("rly_garbage"), Some("anything")] {
         let r = app.me(token).await;
         assert_eq!(r.status(), StatusCode::OK);

@@ -171,7 +171,9 @@ async fn sdk_exceptions_are_typed_for_401_400_and_403_quota() {
             "anthropic_400": ["BadRequestError", 400],
             "openai_ok": "ok",
             "openai_403": ["PermissionDeniedError", 403],
-            "anthropic_403": ["PermissionDeniedError", 403],
+            // A reached cap on the Messages door is Claude Code's usage-limit answer (issue 40):
+            // 429 `billing_error`, which the SDK does not retry (`x-should-retry: false`).
+            "anthropic_429_billing": ["RateLimitError", 429],
         })
     );
 }

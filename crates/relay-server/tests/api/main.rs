@@ -11,6 +11,7 @@ mod agent_settings;
 mod agents_cli;
 mod caching;
 mod caching_fake;
+mod caps;
 mod claude_code;
 mod claude_gateway;
 mod codex_default_model;

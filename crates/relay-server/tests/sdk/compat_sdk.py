@@ -90,7 +90,7 @@ def errors():
         "anthropic_400": lambda: an().messages.create(model="auto", max_tokens=5, messages=[{"role": "user", "content": [{"type": "image", "source": {}}]}]),
         "openai_ok": lambda: oa().chat.completions.create(model="auto", messages=user("x")),
         "openai_403": lambda: oa().chat.completions.create(model="auto", messages=user("x")),
-        "anthropic_403": lambda: an().messages.create(model="auto", max_tokens=5, messages=user("x")),
+        "anthropic_429_billing": lambda: an().messages.create(model="auto", max_tokens=5, messages=user("x")),
     }
     for name, call in cases.items():
         try:

@@ -61,12 +61,22 @@ async fn users_are_created_found_updated_and_deleted(f: &Fixture) {
                 role: Some(Role::Admin),
                 limit: Some(42),
                 reset_usage: false,
+                allowed_models: Some(Some(vec!["small".into(), "large".into()])),
             },
         )
         .await
         .unwrap()
         .unwrap();
     assert_eq!((changed.role, changed.limit), (Role::Admin, 42));
+    let models = Some(vec!["small".to_owned(), "large".to_owned()]);
+    assert_eq!(changed.allowed_models, models, "the allowlist, in order");
+    let (read, _) = auth
+        .user_by_email("ada@example.com")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.allowed_models, models, "read back as stored");
+    assert!(read.may_use("large") && !read.may_use("other"));
     assert_eq!(auth.admit_leg("u_a").await.unwrap(), Admission::Admitted);
     let kept = auth
         .update_user("ada@example.com", UserChanges::default())
@@ -78,6 +88,19 @@ async fn users_are_created_found_updated_and_deleted(f: &Fixture) {
         (Role::Admin, 42, 1),
         "nothing asked, nothing changed"
     );
+    assert_eq!(kept.allowed_models, models, "the allowlist stays");
+    let every = auth
+        .update_user(
+            "ada@example.com",
+            UserChanges {
+                allowed_models: Some(None),
+                ..UserChanges::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(every.allowed_models, None, "null: every model again");
     let reset = auth
         .update_user(
             "ada@example.com",

@@ -56,7 +56,8 @@ async fn postgres_migrations_are_safe_when_instances_start_together() {
             (38, true),
             (40, true),
             (42, true),
-            (44, true)
+            (44, true),
+            (46, true)
         ]
     );
     // They share one store: a note through one is seen through another.

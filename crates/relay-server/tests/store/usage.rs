@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use relay_server::store::usage::{
-    GroupBy, LegFilter, LegRecord, Reservation, UsageQuery, UsageStore, month_of,
+    Budgets, GroupBy, LegFilter, LegRecord, Reservation, UsageQuery, UsageStore, month_of,
 };
 
 use crate::Fixture;
@@ -21,6 +21,7 @@ fn account(user_id: &str) -> LegFilter {
 conformance!(
     a_batch_counts_the_month_and_the_roll_up,
     a_record_settles_its_reservation,
+    spend_is_counted_and_reserved_beside_tokens,
     an_erasure_drops_the_records_of_legs_in_flight,
     batches_beside_reservations_keep_the_budget_exact,
 );
@@ -121,9 +122,15 @@ async fn a_record_settles_its_reservation(f: &Fixture) {
         user_id: "ada".into(),
         month,
         tokens: 500,
+        cost_usd: 0.0,
         expires_at: NOON + 3600,
     };
-    assert!(usage.reserve(&hold, 1_000, NOON).await.unwrap());
+    assert!(
+        usage
+            .reserve(&hold, Budgets::tokens(1_000), NOON)
+            .await
+            .unwrap()
+    );
     let state = usage.month_state("ada", month, NOON).await.unwrap();
     assert_eq!((state.used, state.reserved), (0, 500));
     // The budget counts the live reservation: 600 more does not fit.
@@ -132,7 +139,12 @@ async fn a_record_settles_its_reservation(f: &Fixture) {
         tokens: 600,
         ..hold.clone()
     };
-    assert!(!usage.reserve(&more, 1_000, NOON).await.unwrap());
+    assert!(
+        !usage
+            .reserve(&more, Budgets::tokens(1_000), NOON)
+            .await
+            .unwrap()
+    );
 
     let mut settled = record("ada", "1", NOON, "m1", (120, 30));
     settled.reservation = Some("r1".into());
@@ -143,7 +155,92 @@ async fn a_record_settles_its_reservation(f: &Fixture) {
         (150, 0),
         "the reservation is gone in the write that counts the tokens"
     );
-    assert!(usage.reserve(&more, 1_000, NOON).await.unwrap());
+    assert!(
+        usage
+            .reserve(&more, Budgets::tokens(1_000), NOON)
+            .await
+            .unwrap()
+    );
+}
+
+/// Issue 40: the month's spend is counted with its tokens when records are written, a spend
+/// reservation holds USD until its record settles it, and a reservation must fit both budgets.
+async fn spend_is_counted_and_reserved_beside_tokens(f: &Fixture) {
+    let usage = &f.store.usage;
+    let month = month_of(NOON);
+    // Two priced records (0.25 each) and one unpriced.
+    let mut unpriced = record("dee", "3", NOON, "m1", (10, 10));
+    unpriced.cost_usd = None;
+    usage
+        .insert_legs(&[
+            record("dee", "1", NOON, "m1", (100, 10)),
+            record("dee", "2", NOON, "m1", (100, 10)),
+            unpriced,
+        ])
+        .await
+        .unwrap();
+    let state = usage.month_state("dee", month, NOON).await.unwrap();
+    assert!((state.spent - 0.5).abs() < 1e-9, "spent {}", state.spent);
+    assert_eq!(state.own_spend_budget, None, "no budget of its own yet");
+    usage.set_spend_budget("dee", 1.0).await.unwrap();
+    let state = usage.month_state("dee", month, NOON).await.unwrap();
+    assert_eq!(state.own_spend_budget, Some(1.0));
+
+    let budgets = Budgets {
+        tokens: -1,
+        spend_usd: 1.0,
+    };
+    let hold = Reservation {
+        id: "s1".into(),
+        user_id: "dee".into(),
+        month,
+        tokens: 1_000_000,
+        cost_usd: 0.3,
+        expires_at: NOON + 3600,
+    };
+    assert!(
+        usage.reserve(&hold, budgets, NOON).await.unwrap(),
+        "0.5 spent + 0.3 fits 1.0; an unlimited token budget ignores the tokens"
+    );
+    let state = usage.month_state("dee", month, NOON).await.unwrap();
+    assert!((state.reserved_usd - 0.3).abs() < 1e-9);
+    let more = Reservation {
+        id: "s2".into(),
+        cost_usd: 0.3,
+        ..hold.clone()
+    };
+    assert!(
+        !usage.reserve(&more, budgets, NOON).await.unwrap(),
+        "0.5 + 0.3 held + 0.3 passes 1.0"
+    );
+    // A limited token budget is checked as well as the spend.
+    let tokens_too = Budgets {
+        tokens: 100,
+        spend_usd: 10.0,
+    };
+    assert!(!usage.reserve(&more, tokens_too, NOON).await.unwrap());
+    let mut settled = record("dee", "4", NOON, "m1", (1, 1));
+    settled.reservation = Some("s1".into());
+    usage.insert_legs(&[settled]).await.unwrap();
+    let state = usage.month_state("dee", month, NOON).await.unwrap();
+    assert_eq!(
+        state.reserved_usd, 0.0,
+        "the record settled the spend it held"
+    );
+    assert!((state.spent - 0.75).abs() < 1e-9);
+    assert!(
+        !usage.reserve(&more, budgets, NOON).await.unwrap(),
+        "0.75 + 0.3 passes 1.0"
+    );
+    let last = Reservation {
+        id: "s3".into(),
+        cost_usd: 0.25,
+        ..hold.clone()
+    };
+    assert!(
+        usage.reserve(&last, budgets, NOON).await.unwrap(),
+        "0.75 + 0.25 is exactly the budget"
+    );
 }
 
 async fn an_erasure_drops_the_records_of_legs_in_flight(f: &Fixture) {
@@ -231,9 +328,13 @@ async fn batches_beside_reservations_keep_the_budget_exact(f: &Fixture) {
                     user_id: "cy".into(),
                     month,
                     tokens: 1_000,
+                    cost_usd: 0.0,
                     expires_at: NOON + 3600,
                 };
-                usage.reserve(&hold, 10_000, NOON).await.unwrap()
+                usage
+                    .reserve(&hold, Budgets::tokens(10_000), NOON)
+                    .await
+                    .unwrap()
             })
         })
         .collect();

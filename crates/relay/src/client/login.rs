@@ -124,7 +124,28 @@ fn standing(me: &relay_client::wire::account::Me) -> String {
             reset(&me.tokens_resets_at)
         )
     };
-    format!("  units   {units}\n  tokens  {tokens}\n")
+    let spend = if me.spend_budget_usd < 0.0 {
+        format!("${:.2} this month, unlimited", me.spend_used_usd)
+    } else {
+        let left = (me.spend_budget_usd - me.spend_used_usd).max(0.0);
+        let out = if left <= 0.0 {
+            " (used up: legs are refused)"
+        } else {
+            ""
+        };
+        format!(
+            "${:.2} of ${:.2} this month, ${left:.2} left{out}{}",
+            me.spend_used_usd,
+            me.spend_budget_usd,
+            reset(&me.tokens_resets_at)
+        )
+    };
+    let models = match &me.allowed_models {
+        Some(names) if names.is_empty() => "\n  models  none (ask an operator)".to_owned(),
+        Some(names) => format!("\n  models  {}", display::line(&names.join(", "))),
+        None => String::new(),
+    };
+    format!("  units   {units}\n  tokens  {tokens}\n  spend   {spend}{models}\n")
 }
 
 pub async fn whoami(server: Option<String>) -> anyhow::Result<()> {

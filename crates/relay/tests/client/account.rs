@@ -56,6 +56,12 @@ async fn login_stores_a_private_token_per_server_whoami_uses_it_logout_revokes_i
         .find(|l| l.starts_with("  tokens "))
         .unwrap_or("");
     assert!(tokens.contains("this month"), "{shown}");
+    // Spend too (issue 40): unlimited by default.
+    let spend = shown
+        .lines()
+        .find(|l| l.starts_with("  spend "))
+        .unwrap_or("");
+    assert!(spend.contains("$0.00 this month, unlimited"), "{shown}");
 
     let out = run.run(&["agent", "-p", "hello"], "").await;
     assert!(

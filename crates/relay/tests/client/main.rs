@@ -5,14 +5,18 @@
 
 mod account;
 mod agent;
+mod claude_login;
 mod commands;
 mod crate_api;
+mod fake_anthropic;
 mod first_hour;
+mod gateway_world;
 mod hardening;
 #[path = "../support/mod.rs"]
 mod harness;
 mod launch;
 mod live_view;
+mod login_flow;
 mod panes;
 mod real_agents;
 mod rules;

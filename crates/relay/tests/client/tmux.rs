@@ -61,6 +61,16 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The pane's visible text, no scrollback: what a full-screen program shows now.
+    pub fn screen(&self, pane: &str) -> String {
+        let out = self
+            .tmux()
+            .args(["capture-pane", "-p", "-t", pane])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// The pane's text with its attributes as escape sequences (`\x1b[2m` for dim).
     pub fn capture_styled(&self, pane: &str) -> String {
         let out = self

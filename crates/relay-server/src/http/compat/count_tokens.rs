@@ -89,7 +89,7 @@ async fn run(
     state.limits().count_tokens.check(caller.user_id()).await?;
     crate::usage::budget::check(
         state.ledger().store().as_ref(),
-        state.default_token_budget(),
+        state.budget_defaults(),
         match &caller {
             crate::accounts::Caller::User(user) => Some(user.id.as_str()),
             crate::accounts::Caller::Local => None,
@@ -104,6 +104,12 @@ async fn run(
     }
     if body["messages"].as_array().is_none_or(Vec::is_empty) {
         return Err(ApiError::invalid("messages: a non-empty array is required"));
+    }
+    // A model the account may not use is refused here as on the Messages door.
+    if let Some(model) = body["model"].as_str()
+        && state.models().resolve(Some(model)).is_some()
+    {
+        state.legs().chain_for(&caller, Some(model))?;
     }
     let input_tokens = match forwarded(&state, body.clone()).await {
         Some(n) => n,

@@ -76,21 +76,30 @@ pub trait Answer: Send + 'static {
 
 /// Serves one request through `D`: the handler of a compatible route is this call.
 pub async fn serve<D: Door>(state: AppState, headers: HeaderMap, body: Body) -> Response {
-    run::<D>(state, headers, body)
-        .await
-        .unwrap_or_else(|e| errors::respond(D::API, e))
+    let mut caller = None;
+    match run::<D>(state.clone(), headers, body, &mut caller).await {
+        Ok(response) => response,
+        // The Messages door tells an agent that a cap was reached in the shape Claude Code
+        // shows as a usage limit (issue 40); the other doors keep their codes.
+        Err(e) if D::API == Api::Anthropic && super::limits::is_cap(&e) => {
+            super::limits::billing(&state, caller.as_ref(), e).await
+        }
+        Err(e) => errors::respond(D::API, e),
+    }
 }
 
 async fn run<D: Door>(
     state: AppState,
     headers: HeaderMap,
     body: Body,
+    caller_out: &mut Option<crate::accounts::Caller>,
 ) -> Result<Response, ApiError> {
     let arrived = Instant::now();
     // Who pays is settled before a byte of the body is read: an unauthenticated, rate-limited
     // or spent caller costs Relay no upload (issue 38).
-    let caller = super::caller(&state, &headers, D::API).await?;
-    state.legs().gate(&caller).await?;
+    let caller = caller_out.insert(super::caller(&state, &headers, D::API).await?);
+    let caller = &*caller;
+    state.legs().gate(caller).await?;
     let body = super::read_body(&state, body).await?;
     // Parsed once, as a map: the door's request type is read from it, and the same map is the
     // client's body a same-family provider gets.
@@ -102,7 +111,7 @@ async fn run<D: Door>(
     let chain = super::chain(&state, client.get("model").and_then(Value::as_str));
     let policies: Vec<&crate::policy::ModelPolicy> = chain.iter().map(|m| &m.policy).collect();
     let policy = crate::policy::Chain(&policies);
-    super::apply_policy(&state, &caller, D::FAMILY, &mut client, policy).await?;
+    super::apply_policy(&state, caller, D::FAMILY, &mut client, policy).await?;
     let request: D::Request = super::from_map(&client)?;
     let mut translated = D::translate(request, &headers)?;
     translated.leg.prompt_estimate = prompt_estimate;
@@ -121,7 +130,7 @@ async fn run<D: Door>(
     drop(policies);
     let opened = super::open(
         &state,
-        &caller,
+        caller,
         &headers,
         &translated.model,
         translated.leg,
@@ -189,7 +198,13 @@ async fn run<D: Door>(
         answer.collect(terminal);
         answer.whole()?
     };
-    Ok(super::with_receipt(response, &opened.note_ids))
+    let response = super::with_receipt(response, &opened.note_ids);
+    Ok(if D::API == Api::Anthropic {
+        let caps = super::limits::caps(&state, caller, Some(opened.budget)).await;
+        super::limits::with_headers(response, caps.as_ref())
+    } else {
+        response
+    })
 }
 
 /// The terminal event of a leg that ended without one (the leg machinery always sends one; this

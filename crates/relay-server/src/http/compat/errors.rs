@@ -30,9 +30,19 @@ fn error_type(api: Api, status: u16) -> &'static str {
     }
 }
 
+/// The status an error has on a compatible door: Relay's, except that a model the account may
+/// not use is a malformed request there (400 `invalid_request_error`, as the APIs name a model
+/// a key may not use), where the native route says 403 `model_not_allowed`.
+pub fn status_of(code: ErrorCode) -> u16 {
+    match code {
+        ErrorCode::ModelNotAllowed => 400,
+        code => code.status(),
+    }
+}
+
 /// The JSON body of an error in `api`'s shape.
 pub fn body(api: Api, code: ErrorCode, message: &str) -> Value {
-    let kind = error_type(api, code.status());
+    let kind = error_type(api, status_of(code));
     match api {
         Api::OpenAi => json!({"error": {
             "message": message,
@@ -49,7 +59,7 @@ const SIGN_IN_AGAIN: &str = "your Relay sign-in has expired or was revoked: run 
 
 /// An `ApiError` answered in `api`'s shape, with Relay's status and `Retry-After`.
 pub fn respond(api: Api, e: ApiError) -> Response {
-    let status = e.status();
+    let status = axum::http::StatusCode::from_u16(status_of(e.code)).unwrap_or(e.status());
     // A 401 on the Anthropic shape stops Claude Code at once (`x-should-retry: false`) and says
     // how to get back in, rather than letting it retry for minutes with a dead token.
     let sign_in_again = api == Api::Anthropic && e.code == ErrorCode::Unauthorized;

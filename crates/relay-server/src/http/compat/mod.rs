@@ -10,6 +10,7 @@ pub mod anthropic;
 pub mod count_tokens;
 pub mod door;
 pub mod errors;
+pub mod limits;
 pub mod models;
 pub mod openai;
 pub mod responses;

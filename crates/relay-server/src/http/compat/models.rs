@@ -83,14 +83,19 @@ fn api_of(headers: &HeaderMap) -> Api {
     }
 }
 
-/// `auto`, then every configured model: (id, provider).
-fn catalogue(state: &AppState) -> Vec<(String, String)> {
+/// `auto`, then every configured model the caller may use: (id, provider).
+fn catalogue(state: &AppState, caller: &crate::accounts::Caller) -> Vec<(String, String)> {
+    let may_use = |name: &str| match caller {
+        crate::accounts::Caller::User(user) => user.may_use(name),
+        crate::accounts::Caller::Local => true,
+    };
     std::iter::once(("auto".to_owned(), "relay".to_owned()))
         .chain(
             state
                 .models()
                 .entries()
                 .iter()
+                .filter(|m| may_use(&m.name))
                 .map(|m| (m.name.clone(), m.provider_name.clone())),
         )
         .collect()
@@ -164,7 +169,7 @@ fn anthropic_model(id: String, created_at: String) -> AnthropicModel {
         ("anthropic-version" = Option<String>, Header, description = "Present: the list and errors take Anthropic's shape, paged by `limit`, `after_id` and `before_id`"),
     ),
     responses(
-        (status = 200, description = "`auto` first, then every configured model; with `anthropic-version`, Anthropic's `{data: [{type, id, display_name, created_at}], has_more, first_id, last_id}`, one page of it", body = ModelList),
+        (status = 200, description = "`auto` first, then every configured model the caller may use (`allowed_models`); with `anthropic-version`, Anthropic's `{data: [{type, id, display_name, created_at}], has_more, first_id, last_id}`, one page of it", body = ModelList),
         (status = 400, description = "With `anthropic-version`: a bad `limit`, an `after_id` or `before_id` not in the list, or both (`invalid_request_error`)", body = super::anthropic::AnthropicErrorBody),
         (status = 401, description = "OpenAI's error shape: `{error: {message, type, code}}`", body = super::openai::OpenAiErrorBody),
     ))]
@@ -175,10 +180,11 @@ pub async fn list_models(
 ) -> Response {
     let api = api_of(&headers);
     // Either token header, whichever SDK lists the models.
-    if let Err(e) = super::caller(&state, &headers, Api::Anthropic).await {
-        return errors::respond(api, e);
-    }
-    let models = catalogue(&state);
+    let caller = match super::caller(&state, &headers, Api::Anthropic).await {
+        Ok(caller) => caller,
+        Err(e) => return errors::respond(api, e),
+    };
+    let models = catalogue(&state, &caller);
     if api == Api::Anthropic {
         let query = match query {
             Ok(Query(q)) => q,
@@ -236,10 +242,11 @@ pub async fn get_model(
     Path(model_id): Path<String>,
 ) -> Response {
     let api = api_of(&headers);
-    if let Err(e) = super::caller(&state, &headers, Api::Anthropic).await {
-        return errors::respond(api, e);
-    }
-    let Some((id, owned_by)) = catalogue(&state)
+    let caller = match super::caller(&state, &headers, Api::Anthropic).await {
+        Ok(caller) => caller,
+        Err(e) => return errors::respond(api, e),
+    };
+    let Some((id, owned_by)) = catalogue(&state, &caller)
         .into_iter()
         .find(|(id, _)| *id == model_id)
     else {

@@ -10,6 +10,7 @@
 pub mod device;
 pub mod oauth;
 pub mod settings;
+pub mod usage;
 
 use axum::http::{HeaderMap, header};
 

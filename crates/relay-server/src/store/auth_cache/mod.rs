@@ -282,6 +282,7 @@ mod tests {
                 limit: 10,
                 used: 0,
                 created_at: 0.0,
+                allowed_models: None,
             },
             expires_at,
         }

@@ -30,6 +30,7 @@ impl AuthStore for PgStore {
             limit: user.limit,
             used: 0,
             created_at: user.created_at,
+            allowed_models: None,
         })
     }
 
@@ -78,7 +79,8 @@ impl AuthStore for PgStore {
             "UPDATE users SET
                 role = COALESCE($1, role),
                 quota_limit = COALESCE($2, quota_limit),
-                used = CASE WHEN $3 THEN 0 ELSE used END
+                used = CASE WHEN $3 THEN 0 ELSE used END,
+                allowed_models = CASE WHEN $5 THEN $6 ELSE allowed_models END
              WHERE email = $4
              RETURNING ",
             user_columns!()
@@ -87,6 +89,8 @@ impl AuthStore for PgStore {
         .bind(changes.limit)
         .bind(changes.reset_usage)
         .bind(email)
+        .bind(changes.allowed_models.is_some())
+        .bind(rows::models_json(changes.allowed_models.as_ref())?)
         .fetch_optional(&self.pool)
         .await?;
         rows::user(row)
@@ -129,7 +133,7 @@ impl AuthStore for PgStore {
         // notifies and moves `auth_version` (migrations 0017, 0019), so a signout on any instance
         // ends the session everywhere at the next request.
         let row: Option<rows::SessionRow> = sqlx::query_as(
-            "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at, s.expires_at
+            "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at, u.allowed_models, s.expires_at
              FROM sessions s JOIN users u ON u.id = s.user_id
              WHERE s.token_hash = $1 AND s.expires_at > $2",
         )

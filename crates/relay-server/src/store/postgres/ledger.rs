@@ -26,9 +26,10 @@ const INSERT_LEGS: &str = "INSERT INTO usage_legs (user_id, request_id, at, day,
         $17::float8[], $18::bool[], $19::bigint[])";
 
 const ADD_MONTHS: &str = concat!(
-    "INSERT INTO usage_months (user_id, month, tokens)
-     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
-     ON CONFLICT (user_id, month) DO UPDATE SET tokens = ",
+    "INSERT INTO usage_months (user_id, month, tokens, cost_usd)
+     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::float8[])
+     ON CONFLICT (user_id, month) DO UPDATE SET
+        cost_usd = usage_months.cost_usd + excluded.cost_usd, tokens = ",
     saturating_add!("usage_months.tokens", "excluded.tokens")
 );
 
@@ -118,6 +119,7 @@ pub(super) async fn write(pool: &PgPool, records: &[LegRecord]) -> StoreResult<B
             .bind(m.iter().map(|m| m.user_id.clone()).collect::<Vec<_>>())
             .bind(m.iter().map(|m| m.month).collect::<Vec<_>>())
             .bind(m.iter().map(|m| m.tokens).collect::<Vec<_>>())
+            .bind(m.iter().map(|m| m.cost).collect::<Vec<_>>())
             .execute(&mut *tx)
             .await?;
     }

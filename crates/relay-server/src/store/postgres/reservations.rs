@@ -5,7 +5,7 @@
 use sqlx::{PgPool, Row};
 
 use crate::store::StoreResult;
-use crate::store::usage::{MonthState, Reservation};
+use crate::store::usage::{Budgets, MonthState, Reservation};
 
 pub(super) async fn month_state(
     pool: &PgPool,
@@ -17,7 +17,12 @@ pub(super) async fn month_state(
         "SELECT (SELECT token_budget FROM usage_budgets WHERE user_id = $1) AS budget,
             COALESCE((SELECT tokens FROM usage_months WHERE user_id = $1 AND month = $2), 0)::BIGINT AS used,
             COALESCE((SELECT SUM(tokens) FROM usage_reservations
-                WHERE user_id = $1 AND month = $2 AND expires_at > $3), 0)::BIGINT AS reserved",
+                WHERE user_id = $1 AND month = $2 AND expires_at > $3), 0)::BIGINT AS reserved,
+            (SELECT spend_budget_usd FROM usage_spend_budgets WHERE user_id = $1) AS spend_budget,
+            COALESCE((SELECT cost_usd FROM usage_months WHERE user_id = $1 AND month = $2), 0)::FLOAT8
+                AS spent,
+            COALESCE((SELECT SUM(cost_usd) FROM usage_reservations
+                WHERE user_id = $1 AND month = $2 AND expires_at > $3), 0)::FLOAT8 AS reserved_usd",
     )
     .bind(user_id)
     .bind(month)
@@ -28,13 +33,16 @@ pub(super) async fn month_state(
         own_budget: row.try_get("budget")?,
         used: row.try_get("used")?,
         reserved: row.try_get("reserved")?,
+        own_spend_budget: row.try_get("spend_budget")?,
+        spent: row.try_get("spent")?,
+        reserved_usd: row.try_get("reserved_usd")?,
     })
 }
 
 pub(super) async fn reserve(
     pool: &PgPool,
     r: &Reservation,
-    budget: i64,
+    budgets: Budgets,
     now: i64,
 ) -> StoreResult<bool> {
     let mut tx = pool.begin().await?;
@@ -48,12 +56,18 @@ pub(super) async fn reserve(
         .execute(&mut *tx)
         .await?;
     let done = sqlx::query(
-        "INSERT INTO usage_reservations (id, user_id, month, tokens, expires_at)
-         SELECT $1, $2, $3, $4, $5
-         WHERE COALESCE((SELECT tokens FROM usage_months WHERE user_id = $2 AND month = $3), 0)
+        "INSERT INTO usage_reservations (id, user_id, month, tokens, expires_at, cost_usd)
+         SELECT $1, $2, $3, $4, $5, $8::FLOAT8
+         WHERE ($7::BIGINT < 0 OR COALESCE((SELECT tokens FROM usage_months
+                WHERE user_id = $2 AND month = $3), 0)
             + COALESCE((SELECT SUM(tokens) FROM usage_reservations
                 WHERE user_id = $2 AND month = $3 AND expires_at > $6), 0)
-            + $4 <= $7",
+            + $4 <= $7::BIGINT)
+           AND ($9::FLOAT8 < 0 OR COALESCE((SELECT cost_usd FROM usage_months
+                WHERE user_id = $2 AND month = $3), 0)
+            + COALESCE((SELECT SUM(cost_usd) FROM usage_reservations
+                WHERE user_id = $2 AND month = $3 AND expires_at > $6), 0)
+            + $8::FLOAT8 <= $9::FLOAT8 + 0.00000001)",
     )
     .bind(&r.id)
     .bind(&r.user_id)
@@ -61,7 +75,9 @@ pub(super) async fn reserve(
     .bind(r.tokens)
     .bind(r.expires_at)
     .bind(now)
-    .bind(budget)
+    .bind(budgets.tokens)
+    .bind(r.cost_usd)
+    .bind(budgets.spend_usd)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;

@@ -7,8 +7,8 @@ use sqlx::Row;
 use super::PgStore;
 use crate::store::StoreResult;
 use crate::store::usage::{
-    GroupBy, LegFilter, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery, UsageStore,
-    UsageSums, month_of,
+    Budgets, GroupBy, LegFilter, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery,
+    UsageStore, UsageSums, month_of,
 };
 
 /// The sum of a BIGINT column that never fails: `SUM` of BIGINT is NUMERIC, held at the largest
@@ -103,6 +103,17 @@ impl UsageStore for PgStore {
         Ok(())
     }
 
+    async fn set_spend_budget(&self, user_id: &str, usd: f64) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO usage_spend_budgets (user_id, spend_budget_usd) VALUES ($1, $2) ON CONFLICT (user_id) DO UPDATE SET spend_budget_usd = excluded.spend_budget_usd",
+        )
+        .bind(user_id)
+        .bind(usd)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     async fn delete_user_legs(&self, user_id: &str, counters: bool) -> StoreResult<u64> {
         let mut tx = self.pool.begin().await?;
         // Waits for the batches being written, which then hold the records this deletes; later
@@ -140,6 +151,10 @@ impl UsageStore for PgStore {
                 .bind(user_id)
                 .execute(&mut *tx)
                 .await?;
+            sqlx::query("DELETE FROM usage_spend_budgets WHERE user_id = $1")
+                .bind(user_id)
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(n)
@@ -149,8 +164,13 @@ impl UsageStore for PgStore {
         super::reservations::month_state(&self.pool, user_id, month, now).await
     }
 
-    async fn reserve(&self, reservation: &Reservation, budget: i64, now: i64) -> StoreResult<bool> {
-        super::reservations::reserve(&self.pool, reservation, budget, now).await
+    async fn reserve(
+        &self,
+        reservation: &Reservation,
+        budgets: Budgets,
+        now: i64,
+    ) -> StoreResult<bool> {
+        super::reservations::reserve(&self.pool, reservation, budgets, now).await
     }
 
     async fn release(&self, id: &str) -> StoreResult<()> {

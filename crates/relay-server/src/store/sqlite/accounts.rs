@@ -30,6 +30,7 @@ impl AuthStore for SqliteStore {
             limit: user.limit,
             used: 0,
             created_at: user.created_at,
+            allowed_models: None,
         })
     }
 
@@ -78,7 +79,8 @@ impl AuthStore for SqliteStore {
             "UPDATE users SET
                 role = COALESCE(?, role),
                 quota_limit = COALESCE(?, quota_limit),
-                used = CASE WHEN ? THEN 0 ELSE used END
+                used = CASE WHEN ? THEN 0 ELSE used END,
+                allowed_models = CASE WHEN ? THEN ? ELSE allowed_models END
              WHERE email = ?
              RETURNING ",
             user_columns!()
@@ -86,6 +88,8 @@ impl AuthStore for SqliteStore {
         .bind(changes.role.map(Role::as_str))
         .bind(changes.limit)
         .bind(changes.reset_usage)
+        .bind(changes.allowed_models.is_some())
+        .bind(rows::models_json(changes.allowed_models.as_ref())?)
         .bind(email)
         .fetch_optional(&self.pool)
         .await?;
@@ -123,7 +127,7 @@ impl AuthStore for SqliteStore {
 
     async fn session(&self, token_hash: &str, now: f64) -> StoreResult<Option<(User, f64)>> {
         let row: Option<rows::SessionRow> = sqlx::query_as(
-            "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at, s.expires_at
+            "SELECT u.id, u.email, u.role, u.quota_limit, u.used, u.created_at, u.allowed_models, s.expires_at
              FROM sessions s JOIN users u ON u.id = s.user_id
              WHERE s.token_hash = ? AND s.expires_at > ?",
         )

@@ -24,8 +24,8 @@ const INSERT_LEG: &str = "INSERT INTO usage_legs (user_id, request_id, at, day, 
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
 
 const ADD_MONTH: &str = concat!(
-    "INSERT INTO usage_months (user_id, month, tokens) VALUES (?1, ?2, ?3)
-     ON CONFLICT (user_id, month) DO UPDATE SET tokens = ",
+    "INSERT INTO usage_months (user_id, month, tokens, cost_usd) VALUES (?1, ?2, ?3, ?4)
+     ON CONFLICT (user_id, month) DO UPDATE SET cost_usd = cost_usd + excluded.cost_usd, tokens = ",
     saturating_add!("tokens", "excluded.tokens")
 );
 
@@ -100,7 +100,7 @@ pub(super) fn write(tx: &Transaction<'_>, records: &[LegRecord]) -> rusqlite::Re
     }
     let mut month = tx.prepare_cached(ADD_MONTH)?;
     for m in &rows.months {
-        month.execute(params![m.user_id, m.month, m.tokens])?;
+        month.execute(params![m.user_id, m.month, m.tokens, m.cost])?;
     }
     let mut day = tx.prepare_cached(ADD_DAY)?;
     for d in &rows.daily {

@@ -5,7 +5,7 @@
 use sqlx::{Row, SqlitePool};
 
 use crate::store::StoreResult;
-use crate::store::usage::{MonthState, Reservation};
+use crate::store::usage::{Budgets, MonthState, Reservation};
 
 pub(super) async fn month_state(
     pool: &SqlitePool,
@@ -15,9 +15,15 @@ pub(super) async fn month_state(
 ) -> StoreResult<MonthState> {
     let row = sqlx::query(
         "SELECT (SELECT token_budget FROM usage_budgets WHERE user_id = ?1) AS budget,
-            COALESCE((SELECT tokens FROM usage_months WHERE user_id = ?1 AND month = ?2), 0) AS used,
+            COALESCE((SELECT CAST(tokens AS INTEGER) FROM usage_months
+                WHERE user_id = ?1 AND month = ?2), 0) AS used,
             COALESCE((SELECT SUM(tokens) FROM usage_reservations
-                WHERE user_id = ?1 AND month = ?2 AND expires_at > ?3), 0) AS reserved",
+                WHERE user_id = ?1 AND month = ?2 AND expires_at > ?3), 0) AS reserved,
+            (SELECT spend_budget_usd FROM usage_spend_budgets WHERE user_id = ?1) AS spend_budget,
+            COALESCE((SELECT cost_usd FROM usage_months WHERE user_id = ?1 AND month = ?2), 0.0)
+                AS spent,
+            COALESCE((SELECT SUM(cost_usd) FROM usage_reservations
+                WHERE user_id = ?1 AND month = ?2 AND expires_at > ?3), 0.0) AS reserved_usd",
     )
     .bind(user_id)
     .bind(month)
@@ -28,23 +34,32 @@ pub(super) async fn month_state(
         own_budget: row.try_get("budget")?,
         used: row.try_get("used")?,
         reserved: row.try_get("reserved")?,
+        own_spend_budget: row.try_get("spend_budget")?,
+        spent: row.try_get("spent")?,
+        reserved_usd: row.try_get("reserved_usd")?,
     })
 }
 
-/// Deletes the account's expired reservations and stores `r` if it fits.
+/// Deletes the account's expired reservations and stores `r` if it fits every limited budget
+/// (`?7` tokens, `?9` USD; below 0 is unlimited). A cent's millionth of slack absorbs the
+/// rounding of summed prices.
 const EXPIRED: &str = "DELETE FROM usage_reservations WHERE user_id = ?1 AND expires_at <= ?2";
-const RESERVE: &str = "INSERT INTO usage_reservations (id, user_id, month, tokens, expires_at)
-     SELECT ?1, ?2, ?3, ?4, ?5
-     WHERE COALESCE((SELECT tokens FROM usage_months WHERE user_id = ?2 AND month = ?3), 0)
+const RESERVE: &str = "INSERT INTO usage_reservations (id, user_id, month, tokens, expires_at, cost_usd)
+     SELECT ?1, ?2, ?3, ?4, ?5, ?8
+     WHERE (?7 < 0 OR COALESCE((SELECT tokens FROM usage_months WHERE user_id = ?2 AND month = ?3), 0)
         + COALESCE((SELECT SUM(tokens) FROM usage_reservations
             WHERE user_id = ?2 AND month = ?3 AND expires_at > ?6), 0)
-        + ?4 <= ?7";
+        + ?4 <= ?7)
+       AND (?9 < 0 OR COALESCE((SELECT cost_usd FROM usage_months WHERE user_id = ?2 AND month = ?3), 0)
+        + COALESCE((SELECT SUM(cost_usd) FROM usage_reservations
+            WHERE user_id = ?2 AND month = ?3 AND expires_at > ?6), 0)
+        + ?8 <= ?9 + 0.00000001)";
 
 /// `reserve` inside a transaction of the quota writes' rusqlite connection.
 pub(super) fn reserve_on(
     tx: &rusqlite::Transaction<'_>,
     r: &Reservation,
-    budget: i64,
+    budgets: Budgets,
     now: i64,
 ) -> rusqlite::Result<bool> {
     tx.prepare_cached(EXPIRED)?
@@ -56,7 +71,9 @@ pub(super) fn reserve_on(
         r.tokens,
         r.expires_at,
         now,
-        budget
+        budgets.tokens,
+        r.cost_usd,
+        budgets.spend_usd
     ])?;
     Ok(done == 1)
 }
@@ -64,7 +81,7 @@ pub(super) fn reserve_on(
 pub(super) async fn reserve(
     pool: &SqlitePool,
     r: &Reservation,
-    budget: i64,
+    budgets: Budgets,
     now: i64,
 ) -> StoreResult<bool> {
     sqlx::query(EXPIRED)
@@ -79,7 +96,9 @@ pub(super) async fn reserve(
         .bind(r.tokens)
         .bind(r.expires_at)
         .bind(now)
-        .bind(budget)
+        .bind(budgets.tokens)
+        .bind(r.cost_usd)
+        .bind(budgets.spend_usd)
         .execute(pool)
         .await?;
     Ok(done.rows_affected() == 1)

@@ -8,8 +8,8 @@ use sqlx::Row;
 use super::SqliteStore;
 use crate::store::StoreResult;
 use crate::store::usage::{
-    GroupBy, LegFilter, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery, UsageStore,
-    UsageSums, month_of,
+    Budgets, GroupBy, LegFilter, LegRecord, MonthState, Reservation, StoredLeg, UsageQuery,
+    UsageStore, UsageSums, month_of,
 };
 
 /// The sum of an integer column that never fails: SQLite's `SUM` raises "integer overflow" past
@@ -102,6 +102,17 @@ impl UsageStore for SqliteStore {
         Ok(())
     }
 
+    async fn set_spend_budget(&self, user_id: &str, usd: f64) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO usage_spend_budgets (user_id, spend_budget_usd) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET spend_budget_usd = excluded.spend_budget_usd",
+        )
+        .bind(user_id)
+        .bind(usd)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     async fn delete_user_legs(&self, user_id: &str, counters: bool) -> StoreResult<u64> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         // The marker first: a record of a leg still running is dropped when it arrives.
@@ -133,6 +144,10 @@ impl UsageStore for SqliteStore {
                 .bind(user_id)
                 .execute(&mut *tx)
                 .await?;
+            sqlx::query("DELETE FROM usage_spend_budgets WHERE user_id = ?")
+                .bind(user_id)
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(n)
@@ -142,16 +157,21 @@ impl UsageStore for SqliteStore {
         super::reservations::month_state(&self.pool, user_id, month, now).await
     }
 
-    async fn reserve(&self, reservation: &Reservation, budget: i64, now: i64) -> StoreResult<bool> {
+    async fn reserve(
+        &self,
+        reservation: &Reservation,
+        budgets: Budgets,
+        now: i64,
+    ) -> StoreResult<bool> {
         // On the quota writes' connection, as the leg's admission: behind a ledger batch it
         // waits for that connection's mutex, not in the busy handler's sleeps. Through sqlx when
         // another connection holds the write lock.
         let inline = self
             .writes
-            .transaction(|tx| super::reservations::reserve_on(tx, reservation, budget, now));
+            .transaction(|tx| super::reservations::reserve_on(tx, reservation, budgets, now));
         match inline {
             Some(done) => done,
-            None => super::reservations::reserve(&self.pool, reservation, budget, now).await,
+            None => super::reservations::reserve(&self.pool, reservation, budgets, now).await,
         }
     }
 
