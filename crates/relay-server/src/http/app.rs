@@ -280,5 +280,6 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
-    tracing::info!("shutting down: draining in-flight requests (ctrl-c again to stop at once)");
+    // `shutdown::serve_bounded` invites the second ctrl-c once it listens for it.
+    tracing::info!("shutting down: draining in-flight requests");
 }

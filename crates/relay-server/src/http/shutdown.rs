@@ -32,10 +32,17 @@ pub async fn serve_bounded(
         () = async {
             signalled.cancelled().await;
             // A second ctrl-c ends the drain at once (issue 42): an operator who pressed it
-            // twice does not mean to wait out the grace period.
+            // twice does not mean to wait out the grace period. Its listener is in place before
+            // the line that invites it is logged, so a ctrl-c pressed on seeing it is not missed
+            // (with nothing open the server usually ends first, and the line is not logged).
+            let second = second_interrupt();
+            tracing::info!(
+                grace_ms = grace.as_millis() as u64,
+                "requests still open: ctrl-c again to stop at once instead of waiting for them"
+            );
             tokio::select! {
                 () = tokio::time::sleep(grace) => {}
-                Ok(()) = tokio::signal::ctrl_c() => {
+                () = second => {
                     tracing::warn!("second ctrl-c: not waiting for the drain");
                 }
             }
@@ -51,6 +58,32 @@ pub async fn serve_bounded(
         Err(_) => {
             tracing::warn!("requests still open after the grace period were cut off");
             Ok(())
+        }
+    }
+}
+
+/// Resolves at the next ctrl-c (SIGINT) after this call; never where it cannot be listened for.
+/// The listener is registered here, not when the future is first polled.
+#[cfg(unix)]
+fn second_interrupt() -> impl Future<Output = ()> + Send {
+    use tokio::signal::unix::{SignalKind, signal};
+    let listener = signal(SignalKind::interrupt()).ok();
+    async move {
+        match listener {
+            Some(mut signal) => {
+                signal.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    }
+}
+
+/// Resolves at the next ctrl-c; never where it cannot be listened for.
+#[cfg(not(unix))]
+fn second_interrupt() -> impl Future<Output = ()> + Send {
+    async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
         }
     }
 }

@@ -193,9 +193,9 @@ pub async fn open(
     let model = chain.first().map_or("none", |m| m.name.as_str());
     legs.metrics().leg(model, "failed");
     Err(match last_error {
-        Some(ProviderError::RateLimited { retry_after }) => ApiError::new(
+        Some(e @ ProviderError::RateLimited { retry_after, .. }) => ApiError::new(
             ErrorCode::RateLimited,
-            "every model is rate limiting requests; retry after the time in Retry-After",
+            crate::providers::sanitise::rate_limited_before_output(&e),
         )
         .with_retry_after(retry_after.map_or(1, |d| d.as_secs().max(1))),
         Some(e @ ProviderError::EventTooLarge { .. }) => ApiError::new(
@@ -285,6 +285,7 @@ fn backoff(e: &ProviderError, attempt: u32) -> Option<Duration> {
     match e {
         ProviderError::RateLimited {
             retry_after: Some(d),
+            ..
         } => (*d <= MAX_BACKOFF).then_some(*d),
         _ => Some((Duration::from_millis(100) * 2u32.saturating_pow(attempt)).min(MAX_BACKOFF)),
     }

@@ -107,10 +107,20 @@ impl SigninThrottle {
         let Some(address) = address else {
             return self.reserve(&[email.to_owned()]).await;
         };
-        if let Some(wait) = self.address_delay(address, Instant::now()) {
-            return Err(wait.as_secs() + 1);
+        // The email is asked first, so that a locked one answers with its own (long) wait and
+        // not the address's few seconds: `relay login` prints the wait, and one who waited the
+        // shorter time would only be told again (issue 42).
+        let delay = self
+            .address_delay(address, Instant::now())
+            .map(|d| d.as_secs() + 1);
+        let mut held = match self.reserve(&[email.to_owned()]).await {
+            Ok(held) => held,
+            Err(wait) => return Err(wait.max(delay.unwrap_or(0))),
+        };
+        if let Some(wait) = delay {
+            held.release().await;
+            return Err(wait);
         }
-        let mut held = self.reserve(&[email.to_owned()]).await?;
         let lock = self.budget.saturating_mul(ADDRESS_LOCK_FACTOR);
         let address_part = match self.reserve_budget(address, lock).await {
             Ok(part) => part,
@@ -327,6 +337,19 @@ mod tests {
                 .await
                 .is_err()
         );
+        // The refusal names the lock's wait, not a slowed address's second.
+        for _ in 0..2 {
+            let _ = t
+                .reserve_signin("email:f@x.com", Some("addr:7.7.7.9"))
+                .await
+                .unwrap();
+        }
+        let wait = t
+            .reserve_signin("email:f@x.com", Some("addr:7.7.7.9"))
+            .await
+            .err()
+            .unwrap();
+        assert!(wait > 800 && wait <= 901, "{wait}");
         // An operator lifts it: the failures before now stop counting.
         tokio::time::sleep(Duration::from_millis(20)).await;
         t.forgive("email:e@x.com", crate::clock::now()).await;

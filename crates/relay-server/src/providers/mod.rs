@@ -182,9 +182,16 @@ pub enum ProviderError {
     /// Could not reach the provider (DNS, refused, TLS, timeout before headers).
     #[error("could not reach the provider: {0}")]
     Connect(String),
-    /// HTTP 429 (or a rate-limit error reported inside the stream).
-    #[error("the provider is rate limiting requests{}", RetryAfter(*.retry_after))]
-    RateLimited { retry_after: Option<Duration> },
+    /// HTTP 429 (or a rate-limit error reported inside the stream). `code` and `detail` are the
+    /// provider's error type/code and its own message, sanitised as for `Status`: a 429 is also
+    /// how OpenAI says an account's credit is spent (`insufficient_quota`), which the user must
+    /// see to know that waiting will not help (issue 42).
+    #[error("{}{}", RateLimitedText(.code.as_deref(), .detail.as_deref()), RetryAfter(*.retry_after))]
+    RateLimited {
+        retry_after: Option<Duration>,
+        code: Option<String>,
+        detail: Option<String>,
+    },
     /// Another non-2xx answer, or an error reported inside the stream. `message` is the
     /// provider's error type/code only, sanitized; `detail` the provider's own message as
     /// `sanitise::provider_message` leaves it (issue 42: the user sees why).
@@ -221,6 +228,24 @@ impl fmt::Display for RetryAfter {
         match self.0 {
             Some(d) => write!(f, " (retry after {}s)", d.as_secs()),
             None => Ok(()),
+        }
+    }
+}
+
+/// The `RateLimited` message: the plain sentence when the provider said nothing more, else its
+/// status, code and message in the shape `Status` uses.
+struct RateLimitedText<'a>(Option<&'a str>, Option<&'a str>);
+
+impl fmt::Display for RateLimitedText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.0, self.1) {
+            (None, None) => f.write_str("the provider is rate limiting requests"),
+            (code, detail) => write!(
+                f,
+                "the provider answered with status 429 ({}){}",
+                code.unwrap_or("too_many_requests"),
+                Detail(detail)
+            ),
         }
     }
 }
@@ -387,8 +412,19 @@ pub(crate) fn error_from_json(http_status: Option<u16>, body: &Value) -> Provide
         .filter(|s| (100..=599).contains(s))
         // An error reported mid-stream without a status is the upstream's own failure.
         .unwrap_or(500);
+    // OpenAI, Anthropic and Gemini put the text in `error.message`; Ollama and llama.cpp
+    // servers answer `{"error": "text"}`.
+    let detail = error
+        .get("message")
+        .and_then(Value::as_str)
+        .or_else(|| body.get("error").and_then(Value::as_str))
+        .and_then(sanitise::provider_message);
     if status == 429 {
-        return ProviderError::RateLimited { retry_after: None };
+        return ProviderError::RateLimited {
+            retry_after: None,
+            code,
+            detail,
+        };
     }
     let message = code.unwrap_or_else(|| {
         if http_status.is_some() {
@@ -397,16 +433,10 @@ pub(crate) fn error_from_json(http_status: Option<u16>, body: &Value) -> Provide
             "stream_error".to_owned()
         }
     });
-    // OpenAI, Anthropic and Gemini put the text in `error.message`; Ollama and llama.cpp
-    // servers answer `{"error": "text"}`.
-    let text = error
-        .get("message")
-        .and_then(Value::as_str)
-        .or_else(|| body.get("error").and_then(Value::as_str));
     ProviderError::Status {
         status,
         message,
-        detail: text.and_then(sanitise::provider_message),
+        detail,
     }
 }
 
@@ -417,7 +447,9 @@ pub(crate) fn error_from_body(http_status: u16, body: &[u8]) -> ProviderError {
         return error_from_json(Some(http_status), &json);
     }
     let mut error = error_from_json(Some(http_status), &Value::Null);
-    if let ProviderError::Status { detail, .. } = &mut error {
+    if let ProviderError::Status { detail, .. } | ProviderError::RateLimited { detail, .. } =
+        &mut error
+    {
         *detail = sanitise::provider_message(&String::from_utf8_lossy(body));
     }
     error

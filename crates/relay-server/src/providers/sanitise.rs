@@ -124,6 +124,15 @@ pub fn before_output(last: &super::ProviderError) -> String {
     )
 }
 
+/// The message of a leg every model of which refused with 429 before answering: the last
+/// model's words too, since a 429 may mean a spent account (`insufficient_quota`) that no wait
+/// fixes, not only a rate limit. The wait, where there is one, is the answer's `Retry-After`.
+pub fn rate_limited_before_output(last: &super::ProviderError) -> String {
+    format!(
+        "every model refused for its rate limit or quota; the last said: {last}; the quota unit was given back"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

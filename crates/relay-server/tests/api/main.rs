@@ -38,6 +38,7 @@ mod metrics;
 mod models_paging;
 mod operations;
 mod policy;
+mod provider_refusals;
 mod responses;
 mod responses_additional_tools;
 mod responses_replay;

@@ -268,7 +268,11 @@ fn in_stream_errors_name_their_type_and_a_sanitised_message() {
     );
     assert_eq!(
         anthropic_rate.end,
-        Err(ProviderError::RateLimited { retry_after: None })
+        Err(ProviderError::RateLimited {
+            retry_after: None,
+            code: Some("rate_limit_error".into()),
+            detail: Some("slow down".into()),
+        })
     );
     let gemini = feed_all(
         gemini::Normaliser::new(),
@@ -393,7 +397,11 @@ fn gemini_safety_stop_is_content_filter() {
 fn retryable_before_output() {
     let retryable = [
         ProviderError::Connect("connection failed".into()),
-        ProviderError::RateLimited { retry_after: None },
+        ProviderError::RateLimited {
+            retry_after: None,
+            code: None,
+            detail: None,
+        },
         ProviderError::Status {
             status: 500,
             message: "x".into(),

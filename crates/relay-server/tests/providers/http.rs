@@ -466,7 +466,9 @@ async fn http_429_is_rate_limited_with_retry_after() {
         assert_eq!(
             err,
             ProviderError::RateLimited {
-                retry_after: Some(Duration::from_secs(7))
+                retry_after: Some(Duration::from_secs(7)),
+                code: Some("rate_limit_error".into()),
+                detail: None,
             }
         );
         assert!(err.retryable_before_output());

@@ -86,14 +86,15 @@ fn standing(me: &relay_client::wire::account::Me) -> String {
         at.as_deref()
             .map_or_else(String::new, |at| format!("; resets {}", display::line(at)))
     };
-    let units = if me.limit < 0 {
-        format!("{} used, unlimited", me.used)
+    // What `used` counts, said for an unlimited account too (it still counts).
+    let period = if me.quota_period == "month" {
+        "this month"
     } else {
-        let period = if me.quota_period == "month" {
-            "this month".to_owned()
-        } else {
-            "in all (never resets by itself)".to_owned()
-        };
+        "in all (never resets by itself)"
+    };
+    let units = if me.limit < 0 {
+        format!("{} used {period}, unlimited", me.used)
+    } else {
         let out = if me.remaining == 0 {
             " (used up: legs are refused)"
         } else {

@@ -192,9 +192,12 @@ fn explain(server: &str, e: Error) -> anyhow::Error {
                 display::line(&message(&e))
             )
         }
+        // Not "used up": a call is refused too when its prompt does not fit what is left; nor
+        // "token": the spend budget answers with the same code. The relay's message says which
+        // budget and why (issue 42: a limit the user can understand).
         (_, Some(ErrorCode::BudgetExceeded)) => anyhow::anyhow!(
-            "monthly token budget used up (HTTP 403 budget_exceeded): {}",
-            message(&e)
+            "refused by the account's monthly budget (HTTP 403 budget_exceeded): {}",
+            display::line(&message(&e))
         ),
         // The relay's (or a provider's) words, which may carry control characters.
         _ => anyhow::anyhow!("{}", display::line(&e.to_string())),

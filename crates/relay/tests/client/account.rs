@@ -142,3 +142,22 @@ async fn a_task_refused_for_quota_after_its_tool_ran_says_what_ran() {
         "{said}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn whoami_says_what_an_unlimited_accounts_units_count() {
+    let relay = Relay::with_auth(vec![], "default_limit = -1").await;
+    let token = relay.signup("free@example.com").await;
+    let p = project(None);
+    let out = Run::new(&relay, p.path())
+        .env("RELAY_TOKEN", &token)
+        .run(&["whoami"], "")
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = stdout(&out);
+    assert!(
+        shown
+            .lines()
+            .any(|l| l == "  units   0 used this month, unlimited"),
+        "{shown}"
+    );
+}

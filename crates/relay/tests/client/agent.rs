@@ -88,6 +88,25 @@ async fn a_bad_token_says_to_run_relay_login_and_quota_says_so() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_prompt_larger_than_the_budget_left_is_not_called_a_used_up_budget() {
+    let relay = Relay::with_auth(vec![], "default_token_budget = 20").await;
+    let p = project(None);
+    let token = relay.signup("small@example.com").await;
+    let out = Run::new(&relay, p.path())
+        .env("RELAY_TOKEN", &token)
+        .run(&["agent", "-p", "hi"], "")
+        .await;
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("refused by the account's monthly budget (HTTP 403 budget_exceeded)")
+            && err.contains("does not fit the 20 tokens left"),
+        "{err}"
+    );
+    assert!(!err.contains("used up"), "nothing was used: {err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_unreachable_relay_fails_with_a_message() {
     let p = project(None);
     let out = tokio::process::Command::new(BIN)

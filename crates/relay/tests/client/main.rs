@@ -9,6 +9,7 @@ mod claude_login;
 mod commands;
 mod crate_api;
 mod fake_anthropic;
+mod first_hour;
 mod gateway_world;
 mod hardening;
 #[path = "../support/mod.rs"]

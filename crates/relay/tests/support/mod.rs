@@ -99,16 +99,25 @@ impl ServeBuilder {
         self
     }
 
-    /// Starts the process without waiting, so several can start at once.
+    /// Starts the process without waiting, so several can start at once. Its standard output
+    /// (where it prints its addresses) is kept for [`Serve::stdout`].
     pub fn spawn(mut self) -> Starting {
         let mut child = self
             .cmd
             .stderr(Stdio::piped())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .spawn()
             .unwrap();
         let stderr = child.stderr.take().unwrap();
-        Starting { child, stderr }
+        let stdout = child.stdout.take().unwrap();
+        let out = Arc::new(Mutex::new(String::new()));
+        let sink = out.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                push_line(&sink, &line);
+            }
+        });
+        Starting { child, stderr, out }
     }
 
     /// Starts the process and waits until it listens.
@@ -121,13 +130,18 @@ impl ServeBuilder {
 pub struct Starting {
     child: Child,
     stderr: ChildStderr,
+    out: Arc<Mutex<String>>,
 }
 
 impl Starting {
     /// Reads the log until `relay listening on ADDR`; the rest is drained (so the server never
     /// blocks on a full pipe) and kept for [`Serve::log`].
     pub fn ready(self) -> Serve {
-        let Starting { mut child, stderr } = self;
+        let Starting {
+            mut child,
+            stderr,
+            out,
+        } = self;
         let mut lines = BufReader::new(stderr).lines();
         let log = Arc::new(Mutex::new(String::new()));
         let addr = loop {
@@ -154,6 +168,7 @@ impl Starting {
             child,
             base: format!("http://{addr}"),
             log,
+            out,
             reader: Some(reader),
         }
     }
@@ -171,6 +186,7 @@ pub struct Serve {
     /// `http://127.0.0.1:PORT`.
     pub base: String,
     log: Arc<Mutex<String>>,
+    out: Arc<Mutex<String>>,
     reader: Option<JoinHandle<()>>,
 }
 
@@ -212,14 +228,46 @@ impl Serve {
         self.log.lock().unwrap().clone()
     }
 
+    /// What it printed on standard output so far.
+    pub fn stdout(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+
+    /// Polls the log until it passes `check`, for at most `within`; the log it passed on.
+    pub fn wait_log(&self, within: Duration, check: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let log = self.log();
+            if check(&log) {
+                return log;
+            }
+            assert!(Instant::now() < deadline, "the log never showed it:\n{log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGTERM through the `kill` command, so the tests need no unsafe code.
     pub fn sigterm(&self) {
+        self.signal("-TERM");
+    }
+
+    /// SIGINT, as ctrl-c in its terminal sends.
+    pub fn sigint(&self) {
+        self.signal("-INT");
+    }
+
+    fn signal(&self, which: &str) {
         let status = Command::new("kill")
-            .arg("-TERM")
+            .arg(which)
             .arg(self.pid().to_string())
             .status()
             .unwrap();
         assert!(status.success());
+    }
+
+    /// Whether it has ended (without waiting).
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some()
     }
 
     /// SIGKILL, as a crash would.

@@ -33,12 +33,11 @@ pub async fn reserve<'a>(
     // Only a refused sign-in reads the store: a lifted lock is rare, failures are not.
     if let Ok(Some(lifted)) = auth.signin_unlocked_at(email.as_str()).await {
         throttle.forgive(&email_key, lifted).await;
-        if let Ok(held) = throttle
+        // What is left once the lock is lifted (the address's delay at most) is the wait to name.
+        return throttle
             .reserve_signin(&email_key, address_key.as_deref())
             .await
-        {
-            return Ok(held);
-        }
+            .map_err(refused);
     }
     Err(refused(wait))
 }

@@ -1,6 +1,6 @@
 //! Sending a request and reading a refusal: a non-2xx answer becomes a `ProviderError` that
-//! carries no URL or header and of the body only its sanitised message (429 with its
-//! `Retry-After`), and a transport error is described by kind only.
+//! carries no URL or header and of the body only its type/code and sanitised message (429 with
+//! its `Retry-After` too), and a transport error is described by kind only.
 
 use std::time::Duration;
 
@@ -24,8 +24,15 @@ pub(crate) async fn send(
     Err(refusal(status, &headers, response.bytes_stream()).await)
 }
 
-/// The error a non-2xx answer stands for: 429 is a rate limit (with its `Retry-After`), any
-/// other status is refined by the error body's type or code where it has one.
+/// How long a refusal's body is waited for: it only says why, and the next model waits on it.
+const BODY_WAIT: Duration = Duration::from_secs(5);
+
+/// The most bytes of a refusal's body read: providers' error bodies are well under 4 KiB.
+const BODY_CAP: usize = 64 * 1024;
+
+/// The error a non-2xx answer stands for, refined by the error body's type or code and its
+/// message where it has them; 429 is a rate limit with its `Retry-After`, and its body is read
+/// too (issue 42: OpenAI's `insufficient_quota` comes as a 429 and only its body says so).
 pub(crate) async fn refusal<S, E>(
     status: reqwest::StatusCode,
     headers: &reqwest::header::HeaderMap,
@@ -34,16 +41,27 @@ pub(crate) async fn refusal<S, E>(
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
 {
-    if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-        return ProviderError::RateLimited {
-            retry_after: retry_after(headers),
-        };
+    refusal_within(status, headers, body, BODY_WAIT).await
+}
+
+/// `refusal`, waiting at most `wait` for the body.
+async fn refusal_within<S, E>(
+    status: reqwest::StatusCode,
+    headers: &reqwest::header::HeaderMap,
+    body: S,
+    wait: Duration,
+) -> ProviderError
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+{
+    // A slow or endless body is not waited for: what arrived by then is used.
+    let mut read = Vec::new();
+    let _ = tokio::time::timeout(wait, read_capped(body, BODY_CAP, &mut read)).await;
+    let mut error = error_from_body(status.as_u16(), &read);
+    if let ProviderError::RateLimited { retry_after: r, .. } = &mut error {
+        *r = retry_after(headers);
     }
-    // The error body only refines the message: a slow one is not waited for long.
-    let body = tokio::time::timeout(Duration::from_secs(5), read_capped(body, 64 * 1024))
-        .await
-        .unwrap_or_default();
-    error_from_body(status.as_u16(), &body)
+    error
 }
 
 /// A reqwest error described by kind only: its `Display` names the URL, and a Gemini URL
@@ -81,18 +99,87 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
         .map(Duration::from_secs_f64)
 }
 
-/// Reads at most `cap` bytes of an error body: enough for the error's type, bounded so a
-/// misbehaving upstream cannot make us buffer without limit.
-async fn read_capped<S, E>(mut body: S, cap: usize) -> Vec<u8>
+/// Reads at most `cap` bytes of an error body into `out`: enough for the error's type and
+/// message, bounded so a misbehaving upstream cannot make us buffer without limit. Into a
+/// buffer the caller keeps, so that a read cut by its timeout still leaves what came.
+async fn read_capped<S, E>(mut body: S, cap: usize, out: &mut Vec<u8>)
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
 {
-    let mut out = Vec::new();
     while out.len() < cap {
         match body.next().await {
-            Some(Ok(chunk)) => out.extend_from_slice(&chunk),
+            Some(Ok(chunk)) => {
+                let room = cap - out.len();
+                out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
             Some(Err(_)) | None => break,
         }
     }
-    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::StatusCode;
+    use reqwest::header::{HeaderMap, HeaderValue};
+
+    fn chunks(parts: Vec<&'static str>) -> impl Stream<Item = Result<Bytes, ()>> + Unpin {
+        futures::stream::iter(
+            parts
+                .into_iter()
+                .map(|p| Ok(Bytes::from_static(p.as_bytes()))),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_429_keeps_its_retry_after_and_gains_the_bodys_words() {
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after", HeaderValue::from_static("7"));
+        let body = chunks(vec![
+            r#"{"error": {"message": "You exceeded your current quota","#,
+            r#" "type": "insufficient_quota", "code": "insufficient_quota"}}"#,
+        ]);
+        let e = refusal(StatusCode::TOO_MANY_REQUESTS, &headers, body).await;
+        assert_eq!(
+            e,
+            ProviderError::RateLimited {
+                retry_after: Some(Duration::from_secs(7)),
+                code: Some("insufficient_quota".into()),
+                detail: Some("You exceeded your current quota".into()),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_that_never_ends_is_not_waited_for_past_its_bound() {
+        // The head arrives, then nothing: the refusal is made from what came once the wait is up.
+        let body = chunks(vec!["slow down"]).chain(futures::stream::pending());
+        let wait = Duration::from_millis(200);
+        let started = std::time::Instant::now();
+        let e = refusal_within(
+            StatusCode::TOO_MANY_REQUESTS,
+            &HeaderMap::new(),
+            Box::pin(body),
+            wait,
+        )
+        .await;
+        let took = started.elapsed();
+        assert!(took >= wait && took < wait * 10, "{took:?}");
+        assert_eq!(
+            e,
+            ProviderError::RateLimited {
+                retry_after: None,
+                code: None,
+                detail: Some("slow down".into()),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn no_more_than_the_cap_is_kept() {
+        let big = futures::stream::repeat_with(|| Ok::<_, ()>(Bytes::from(vec![b'a'; 10_000])));
+        let mut out = Vec::new();
+        read_capped(Box::pin(big), BODY_CAP, &mut out).await;
+        assert_eq!(out.len(), BODY_CAP);
+    }
 }
