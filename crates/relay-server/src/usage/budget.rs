@@ -194,9 +194,10 @@ pub async fn reserve(
                 return Err(ApiError::new(
                     ErrorCode::BudgetExceeded,
                     format!(
-                        "this call's prompt (about {prompt} tokens) does not fit the {} tokens left of the account's monthly token budget{}",
+                        "this call's prompt (about {prompt} tokens) does not fit the {} tokens left of the account's monthly token budget{}; it resets at {}",
                         remaining.max(0),
-                        while_running(state.reserved > 0)
+                        while_running(state.reserved > 0),
+                        resets_at()
                     ),
                 ));
             }
@@ -212,10 +213,11 @@ pub async fn reserve(
                 return Err(ApiError::new(
                     ErrorCode::BudgetExceeded,
                     format!(
-                        "this call's prompt (about {}) does not fit the {} left of the account's monthly spend budget{}",
+                        "this call's prompt (about {}) does not fit the {} left of the account's monthly spend budget{}; it resets at {}",
                         usd(prompt_cost),
                         usd(left.max(0.0)),
-                        while_running(state.reserved_usd > 0.0)
+                        while_running(state.reserved_usd > 0.0),
+                        resets_at()
                     ),
                 ));
             }
@@ -263,6 +265,13 @@ pub async fn reserve(
     ))
 }
 
+/// When the monthly budgets next reset (the next UTC month's start), for a refusal.
+fn resets_at() -> String {
+    #[allow(clippy::cast_possible_truncation, reason = "Unix seconds fit i64")]
+    let now = crate::clock::now() as i64;
+    super::period::rfc3339(super::period::next_month_start(now))
+}
+
 /// An amount for a message: cents, or down to a millionth of a dollar below a cent.
 fn usd(amount: f64) -> String {
     if amount >= 0.01 {
@@ -282,8 +291,7 @@ fn while_running(others: bool) -> &'static str {
 
 /// The refusal of a used-up budget: the budget, the figure and when it resets (issue 42).
 fn exhausted(budget: i64, used: i64) -> ApiError {
-    let resets =
-        super::period::rfc3339(super::period::next_month_start(crate::clock::now() as i64));
+    let resets = resets_at();
     ApiError::new(
         ErrorCode::BudgetExceeded,
         format!(
@@ -294,8 +302,7 @@ fn exhausted(budget: i64, used: i64) -> ApiError {
 
 /// The refusal of a used-up spend budget: the budget, the figure and when it resets.
 fn spend_exhausted(budget: f64, used: f64) -> ApiError {
-    let resets =
-        super::period::rfc3339(super::period::next_month_start(crate::clock::now() as i64));
+    let resets = resets_at();
     ApiError::new(
         ErrorCode::BudgetExceeded,
         format!(
