@@ -25,9 +25,11 @@ const SCRUBBED: &[&str] = &[
     "RELAY_AUTH_URL",
 ];
 
-/// The `relay` binary with the variables above removed from its environment.
+/// The `relay` binary with the variables above removed from its environment: the test build, or
+/// the one `RELAY_SERVE_BIN` names (a release build, to run the same tests against it by hand).
 pub fn relay_command() -> Command {
-    let mut cmd = Command::new(BIN);
+    let bin = std::env::var("RELAY_SERVE_BIN").unwrap_or_else(|_| BIN.to_owned());
+    let mut cmd = Command::new(bin);
     for var in SCRUBBED {
         cmd.env_remove(var);
     }
