@@ -140,14 +140,19 @@ impl Caps {
         headers
     }
 
-    /// The headers of the 429 once a cap is reached: the reached cap that resets last (no
-    /// `representative-claim` or `overage-status`, so that the client prints Relay's message).
-    pub fn rejected_headers(&self) -> Vec<(&'static str, String)> {
+    /// When the 429's cap resets: the reached cap that resets last, else the fullest one's.
+    pub fn rejected_reset(&self) -> Option<i64> {
         let reached = self
             .0
             .iter()
             .filter(|c| c.utilization() >= 1.0)
             .max_by_key(|c| c.resets_at.unwrap_or(i64::MAX));
+        reached.or_else(|| self.fullest()).and_then(|c| c.resets_at)
+    }
+
+    /// The headers of the 429 once a cap is reached, reset as `rejected_reset` (no
+    /// `representative-claim` or `overage-status`, so that the client prints Relay's message).
+    pub fn rejected_headers(&self) -> Vec<(&'static str, String)> {
         let mut headers = vec![
             ("anthropic-ratelimit-unified-status", "rejected".to_owned()),
             (
@@ -167,7 +172,7 @@ impl Caps {
                 "org_spend_cap_reached".to_owned(),
             ),
         ];
-        if let Some(at) = reached.or_else(|| self.fullest()).and_then(|c| c.resets_at) {
+        if let Some(at) = self.rejected_reset() {
             headers.push(("anthropic-ratelimit-unified-reset", at.to_string()));
             headers.push(("anthropic-ratelimit-unified-overage-reset", at.to_string()));
         }

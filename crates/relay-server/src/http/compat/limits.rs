@@ -69,14 +69,9 @@ pub async fn billing(state: &AppState, caller: Option<&Caller>, e: ApiError) -> 
     let body = json!({"type": "error", "error": {"type": "billing_error", "message": e.message}});
     let mut response =
         (axum::http::StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
-    let headers = caps.rejected_headers();
     #[allow(clippy::cast_possible_truncation, reason = "Unix seconds fit i64")]
     let now = state.clock().now() as i64;
-    let reset = headers
-        .iter()
-        .find(|(n, _)| *n == "anthropic-ratelimit-unified-reset")
-        .and_then(|(_, v)| v.parse::<i64>().ok());
-    if let Some(at) = reset {
+    if let Some(at) = caps.rejected_reset() {
         response.headers_mut().insert(
             header::RETRY_AFTER,
             HeaderValue::from((at - now).max(1).unsigned_abs()),
@@ -85,7 +80,7 @@ pub async fn billing(state: &AppState, caller: Option<&Caller>, e: ApiError) -> 
     response
         .headers_mut()
         .insert("x-should-retry", HeaderValue::from_static("false"));
-    insert(&mut response, headers);
+    insert(&mut response, caps.rejected_headers());
     response
 }
 

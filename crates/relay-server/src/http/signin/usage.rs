@@ -44,15 +44,16 @@ async fn usage(state: &AppState, caller: &Caller) -> ApiResult<Response> {
     let Caller::User(user) = caller else {
         return Err(super::open_mode_404());
     };
-    let caps = crate::http::compat::limits::caps(state, caller, None)
-        .await
-        .unwrap_or_default();
+    // One read of the budgets serves both the caps and the month's spend.
     let budget = crate::usage::budget::of(
         state.ledger().store().as_ref(),
         state.budget_defaults(),
         &user.id,
     )
     .await?;
+    let caps = crate::http::compat::limits::caps(state, caller, Some(budget))
+        .await
+        .unwrap_or_default();
     let (day, week) = recent_spend(state, &user.id).await?;
     let body = caps.usage_body((budget.spend_used_usd, day, week));
     Ok(axum::Json(body).into_response())
