@@ -96,6 +96,57 @@ impl Role {
     }
 }
 
+/// The door a call came in by: Relay's native agent route or one of the compatible APIs. One
+/// value says it all: the usage record's route, the API family a same-family provider speaks
+/// (and the pass-through policy reads), and the error shape a refusal takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Door {
+    /// `POST /v1/agent/stream`, Relay's own NDJSON.
+    #[default]
+    Agent,
+    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
+    ChatCompletions,
+    /// Anthropic Messages (`POST /v1/messages`).
+    Messages,
+    /// OpenAI Responses (`POST /v1/responses`).
+    Responses,
+}
+
+impl Door {
+    pub const ALL: [Self; 4] = [
+        Self::Agent,
+        Self::ChatCompletions,
+        Self::Messages,
+        Self::Responses,
+    ];
+
+    /// The name the usage ledger stores and reports.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::ChatCompletions => "chat_completions",
+            Self::Messages => "messages",
+            Self::Responses => "responses",
+        }
+    }
+
+    /// The door a stored name stands for.
+    pub fn parse(stored: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.as_str() == stored)
+    }
+
+    /// The provider kind (`Provider::kind`) that speaks this door's API natively; the native
+    /// route has none (every provider gets a translation of it).
+    pub const fn provider_kind(self) -> Option<&'static str> {
+        match self {
+            Self::Agent => None,
+            Self::ChatCompletions => Some("openai"),
+            Self::Messages => Some("anthropic"),
+            Self::Responses => Some("openai_responses"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -214,7 +214,7 @@ async fn fill(config: &Path, records: u64) -> Result<()> {
             user_id: "local".into(),
             request_id: format!("bench-{i}"),
             at: now - i * span / n,
-            route: "agent",
+            route: relay_server::domain::Door::Agent,
             model: models[k % 4].into(),
             provider: "mock".into(),
             project_id: (k % 5 != 0).then(|| format!("project-{}", k % 5)),

@@ -190,7 +190,7 @@ pub(super) fn item(l: StoredLeg) -> LegItem {
     LegItem {
         request_id: r.request_id,
         at: r.at,
-        route: r.route.to_owned(),
+        route: r.route.as_str().to_owned(),
         model: r.model,
         provider: r.provider,
         project_id: r.project_id,

@@ -30,7 +30,10 @@ use tracing::Instrument;
 pub use inject::{BLOCK_END, BLOCK_START};
 pub use open::Opened;
 pub use quota::Quota;
-pub use request::{ValidLeg, check_tools, project_from, project_of, valid_tool_name, validate};
+pub use request::{
+    DoorCall, DoorLeg, ValidLeg, check_tools, project_from, project_of, valid_tool_name, validate,
+    validate_door,
+};
 
 use crate::accounts::Caller;
 use crate::clock::Clock;

@@ -84,7 +84,7 @@ pub async fn open(
     let mut facts = LegFacts {
         user_id: user_id.to_owned(),
         request_id: request_id.clone(),
-        route: leg.route,
+        route: leg.door(),
         project_id: leg.project_id.as_ref().map(|p| p.as_str().to_owned()),
         arrived,
         ttfb_ms: 0,

@@ -30,12 +30,11 @@ pub struct ValidLeg {
     /// The conversation's first user message: what injected notes are ranked against, so the
     /// block stays byte-identical across the legs of one conversation.
     pub first_user_text: String,
-    /// The client's own request, for a provider of its API family (compatible endpoints only).
+    /// The client's own request, for a provider of its API family: set by the compatible
+    /// doors (always), never by the native route. It names the door (`door`).
     pub passthrough: Option<Arc<Passthrough>>,
     /// A stable key per user and conversation, for providers with keyed prompt caches.
     pub cache_key: Option<String>,
-    /// The door the leg came in by, for its usage record; each door sets its own.
-    pub route: crate::usage::Route,
     /// The prompt's size in tokens before the provider counts it (budget reservations, and the
     /// record of a leg whose provider never reported its usage).
     pub prompt_estimate: u64,
@@ -44,6 +43,14 @@ pub struct ValidLeg {
 }
 
 impl ValidLeg {
+    /// The door the leg came in by: the compatible door whose body it carries, else the native
+    /// route. One value, so the record's route and the family a provider is matched on agree.
+    pub fn door(&self) -> crate::domain::Door {
+        self.passthrough
+            .as_deref()
+            .map_or(crate::domain::Door::Agent, |p| p.door)
+    }
+
     /// The provider request for one model of `kind`, with the notes block (if any) to place.
     /// A provider of the client's own API family is sent the client's body, so the translated
     /// conversation is not copied for it.
@@ -150,7 +157,15 @@ pub fn project_from<'a>(
         .transpose()
 }
 
-pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
+/// A request's conversation, checked: roles and content forms, tool-call pairing, sampling.
+struct Conversation {
+    system: Option<String>,
+    messages: Vec<ChatMessage>,
+    first_user_text: String,
+    prompt_estimate: u64,
+}
+
+fn conversation(req: &AgentRequest) -> Result<Conversation, ApiError> {
     if req.messages.is_empty() {
         return Err(bad("messages must not be empty"));
     }
@@ -230,7 +245,6 @@ pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
             "messages need at least one user, assistant or tool message",
         ));
     }
-    check_tools(&req.tools)?;
     if req.max_tokens == Some(0) {
         return Err(bad("max_tokens must be at least 1"));
     }
@@ -239,26 +253,80 @@ pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
     {
         return Err(bad("temperature must be between 0 and 2"));
     }
+    let prompt_estimate = estimate_tokens(&system, &messages);
+    Ok(Conversation {
+        system: (!system.is_empty()).then(|| system.join("\n\n")),
+        messages,
+        first_user_text: first_user_text.unwrap_or_default(),
+        prompt_estimate,
+    })
+}
+
+/// A native leg (`POST /v1/agent/stream`), validated once at the boundary.
+pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
+    let c = conversation(req)?;
+    check_tools(&req.tools)?;
     let tools = gate(req.tool_role, &req.tools)
         .into_iter()
         .map(spec)
         .collect();
-    let prompt_estimate = estimate_tokens(&system, &messages);
     Ok(ValidLeg {
-        system: (!system.is_empty()).then(|| system.join("\n\n")),
-        messages,
+        system: c.system,
+        messages: c.messages,
         tools,
         max_tokens: req.max_tokens,
         temperature: req.temperature,
         stop: Vec::new(),
         tool_choice: None,
         project_id: project_of(req)?,
-        first_user_text: first_user_text.unwrap_or_default(),
+        first_user_text: c.first_user_text,
         passthrough: None,
         cache_key: None,
-        route: crate::usage::Route::Agent,
-        prompt_estimate,
+        prompt_estimate: c.prompt_estimate,
         service_tier: None,
+    })
+}
+
+/// What a compatible door makes of its request: the conversation in the native form (messages,
+/// `max_tokens`, `temperature`; its `tools` left empty) and what the native form has no field
+/// for. The caller's tools are moved in unchanged (the catalogue's role gating is for Relay's own
+/// agents) after the same checks a native leg's get.
+pub struct DoorLeg {
+    pub conversation: AgentRequest,
+    pub tools: Vec<ToolDef>,
+    pub tool_choice: Option<ToolChoice>,
+    pub stop: Vec<String>,
+}
+
+/// What the door's sequence knows of the call besides the translation: the project (from the
+/// headers), the client's own body for a same-family provider (which names the door), the
+/// prompt's size from the body's, and the service tier asked for.
+pub struct DoorCall {
+    pub project_id: Option<ProjectId>,
+    pub passthrough: Arc<Passthrough>,
+    pub prompt_estimate: u64,
+    pub service_tier: Option<String>,
+}
+
+/// A compatible door's leg, validated once with everything it carries: nothing is derived and
+/// then overwritten.
+pub fn validate_door(leg: DoorLeg, call: DoorCall) -> Result<ValidLeg, ApiError> {
+    let c = conversation(&leg.conversation)?;
+    check_tools(&leg.tools)?;
+    Ok(ValidLeg {
+        system: c.system,
+        messages: c.messages,
+        tools: leg.tools.into_iter().map(spec).collect(),
+        max_tokens: leg.conversation.max_tokens,
+        temperature: leg.conversation.temperature,
+        stop: leg.stop,
+        tool_choice: leg.tool_choice,
+        project_id: call.project_id,
+        first_user_text: c.first_user_text,
+        passthrough: Some(call.passthrough),
+        cache_key: None,
+        prompt_estimate: call.prompt_estimate,
+        service_tier: call.service_tier,
     })
 }
 

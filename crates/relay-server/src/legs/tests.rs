@@ -259,3 +259,55 @@ async fn a_spent_quota_is_refused_before_any_model_and_stopping_ends_an_open_leg
     );
     assert_eq!(events.len(), 3, "{events:?}");
 }
+
+#[test]
+fn a_door_leg_is_validated_once_with_what_it_carries_and_names_its_door() {
+    use super::{DoorCall, DoorLeg, validate_door};
+    use crate::domain::{Door, ProjectId};
+    use crate::providers::ToolChoice;
+    use crate::providers::passthrough::Passthrough;
+
+    let tool = relay_wire::tools::ToolDef {
+        name: "get_weather".into(),
+        description: "weather".into(),
+        parameters: serde_json::json!({"type": "object"}),
+    };
+    let door_leg = |tools: Vec<relay_wire::tools::ToolDef>| DoorLeg {
+        conversation: says("hello"),
+        tools,
+        tool_choice: Some(ToolChoice::Auto),
+        stop: vec!["END".into()],
+    };
+    let call = || DoorCall {
+        project_id: Some(ProjectId::parse("p1").unwrap()),
+        passthrough: Arc::new(Passthrough {
+            door: Door::Messages,
+            body: serde_json::Map::new(),
+            anthropic_beta: None,
+            raw: true,
+        }),
+        prompt_estimate: 4321,
+        service_tier: Some("flex".into()),
+    };
+    let leg = validate_door(door_leg(vec![tool.clone()]), call()).unwrap();
+    assert_eq!(leg.door(), Door::Messages);
+    assert_eq!(
+        leg.prompt_estimate, 4321,
+        "the body's estimate, not the text's"
+    );
+    assert_eq!(leg.service_tier.as_deref(), Some("flex"));
+    assert_eq!(leg.stop, ["END"]);
+    assert_eq!(leg.tool_choice, Some(ToolChoice::Auto));
+    assert_eq!(leg.tools.len(), 1);
+    assert_eq!(leg.project_id.as_ref().map(ProjectId::as_str), Some("p1"));
+    assert_eq!(leg.first_user_text, "hello");
+    // A door's tools are held to the same rules as a native leg's.
+    let bad = relay_wire::tools::ToolDef {
+        name: "bad name!".into(),
+        ..tool
+    };
+    let err = validate_door(door_leg(vec![bad]), call()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest, "{}", err.message);
+    // A native leg carries no client body and comes by the agent route.
+    assert_eq!(validate(&says("hello")).unwrap().door(), Door::Agent);
+}

@@ -4,20 +4,20 @@
 
 use serde_json::{Map, Value};
 
-use super::{Chain, Family, refuse};
+use super::{Chain, Door, refuse};
 use crate::error::ApiError;
 
 /// The tool types a client runs itself (its own functions); every other typed tool is hosted.
-fn client_tool(family: Family, kind: Option<&str>) -> bool {
-    match family {
-        Family::Messages => match kind {
+fn client_tool(door: Door, kind: Option<&str>) -> bool {
+    match door {
+        Door::Messages => match kind {
             None | Some("custom") => true,
             // Anthropic's schema-less client tools: the client still runs them.
             Some(k) => ["bash_", "text_editor_", "computer_", "memory_"]
                 .iter()
                 .any(|p| k.starts_with(p)),
         },
-        Family::ChatCompletions | Family::Responses => {
+        Door::Agent | Door::ChatCompletions | Door::Responses => {
             matches!(kind, None | Some("function" | "custom" | "namespace"))
         }
     }
@@ -44,7 +44,7 @@ fn strippable(name: &str) -> bool {
 /// Removes the search tools the chain does not allow from `tools` (see `strippable`); the
 /// names removed, for the log.
 pub fn strip_unallowed_search(
-    family: Family,
+    door: Door,
     body: &mut Map<String, Value>,
     chain: Chain<'_>,
 ) -> Vec<String> {
@@ -52,7 +52,7 @@ pub fn strip_unallowed_search(
     if let Some(Value::Array(tools)) = body.get_mut("tools") {
         tools.retain(|t| {
             let kind = t.get("type").and_then(Value::as_str);
-            if client_tool(family, kind) {
+            if client_tool(door, kind) {
                 return true;
             }
             let name = hosted_tool_name(kind.unwrap_or_default());
@@ -63,7 +63,7 @@ pub fn strip_unallowed_search(
             true
         });
     }
-    if family == Family::ChatCompletions
+    if door == Door::ChatCompletions
         && body.contains_key("web_search_options")
         && !chain.allows_tool("web_search")
     {
@@ -74,11 +74,11 @@ pub fn strip_unallowed_search(
 }
 
 /// Refuses hosted tools the chain does not allow, and every reference to provider-side state.
-pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Result<(), ApiError> {
+pub fn check(door: Door, body: &Map<String, Value>, chain: Chain<'_>) -> Result<(), ApiError> {
     if let Some(tools) = body.get("tools").and_then(Value::as_array) {
         for (i, tool) in tools.iter().enumerate() {
             let kind = tool.get("type").and_then(Value::as_str);
-            if client_tool(family, kind) {
+            if client_tool(door, kind) {
                 continue;
             }
             let name = hosted_tool_name(kind.unwrap_or_default());
@@ -93,7 +93,7 @@ pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Res
             }
         }
     }
-    if family == Family::ChatCompletions
+    if door == Door::ChatCompletions
         && body.contains_key("web_search_options")
         && !chain.allows_tool("web_search")
     {
@@ -103,8 +103,8 @@ pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Res
         ));
     }
     let present = |field: &str| body.get(field).is_some_and(|v| !v.is_null());
-    let state: &[(&str, &str)] = match family {
-        Family::Messages => &[
+    let state: &[(&str, &str)] = match door {
+        Door::Messages => &[
             (
                 "mcp_servers",
                 "MCP servers run at the provider on the operator's key",
@@ -114,7 +114,7 @@ pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Res
                 "a code-execution container is state stored at the provider",
             ),
         ],
-        Family::Responses => &[
+        Door::Responses => &[
             (
                 "conversation",
                 "a conversation is state stored at the provider; send the whole input",
@@ -128,7 +128,7 @@ pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Res
                 "a background response runs on at the provider after Relay leaves",
             ),
         ],
-        Family::ChatCompletions => &[],
+        Door::Agent | Door::ChatCompletions => &[],
     };
     for (field, why) in state {
         let on = match *field {
@@ -143,10 +143,10 @@ pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Res
             return Err(refuse(field, why));
         }
     }
-    match family {
-        Family::Responses => reasoning_by_id(body),
-        Family::ChatCompletions => audio_by_id(body),
-        Family::Messages => Ok(()),
+    match door {
+        Door::Responses => reasoning_by_id(body),
+        Door::ChatCompletions => audio_by_id(body),
+        Door::Agent | Door::Messages => Ok(()),
     }
 }
 

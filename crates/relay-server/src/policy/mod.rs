@@ -15,32 +15,11 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::config::{FREE_TIERS, ModelConfig};
+pub use crate::domain::Door;
 use crate::error::ApiError;
 
 pub use hosted::{hosted_tool_name, strip_unallowed_search};
 pub use identity::Identity;
-
-/// The API a client spoke at Relay's door.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    /// Anthropic Messages (`POST /v1/messages`).
-    Messages,
-    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
-    ChatCompletions,
-    /// OpenAI Responses (`POST /v1/responses`).
-    Responses,
-}
-
-impl Family {
-    /// The provider kind (`Provider::kind`) that speaks this family natively.
-    pub fn provider_kind(self) -> &'static str {
-        match self {
-            Self::Messages => "anthropic",
-            Self::ChatCompletions => "openai",
-            Self::Responses => "openai_responses",
-        }
-    }
-}
 
 /// What one model allows a call beyond a plain one (`[[models]]` policy keys).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -108,7 +87,7 @@ fn refuse(field: &str, why: &str) -> ApiError {
 /// Refuses what the call may not ask of its models: multipliers, billed extras, provider-side
 /// tools and references to provider-side state. Runs on the client's body before anything is
 /// sent, whichever family the answering provider speaks.
-pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Result<(), ApiError> {
+pub fn check(door: Door, body: &Map<String, Value>, chain: Chain<'_>) -> Result<(), ApiError> {
     for field in ["n", "best_of"] {
         if body
             .get(field)
@@ -122,7 +101,7 @@ pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Res
         }
     }
     if let Some(tier) = body.get("service_tier").and_then(Value::as_str) {
-        let free = family == Family::Messages && tier == "standard_only";
+        let free = door == Door::Messages && tier == "standard_only";
         if !free && !chain.allows_tier(tier) {
             return Err(refuse(
                 "service_tier",
@@ -167,7 +146,7 @@ pub fn check(family: Family, body: &Map<String, Value>, chain: Chain<'_>) -> Res
             "audio output is not enabled for this model ([[models]] features)",
         ));
     }
-    hosted::check(family, body, chain)
+    hosted::check(door, body, chain)
 }
 
 fn includes(body: &Map<String, Value>, what: &str) -> bool {
@@ -179,9 +158,9 @@ fn includes(body: &Map<String, Value>, what: &str) -> bool {
 /// Puts Relay's values in the fields it owns on a body bound for a same-family provider: nothing
 /// is stored at the provider, the abuse identifiers name the account (keyed), and the client's
 /// own prompt cache key is kept apart from other accounts'.
-pub fn rewrite(family: Family, body: &mut Map<String, Value>, identity: &Identity) {
-    match family {
-        Family::ChatCompletions | Family::Responses => {
+pub fn rewrite(door: Door, body: &mut Map<String, Value>, identity: &Identity) {
+    match door {
+        Door::ChatCompletions | Door::Responses => {
             body.insert("store".into(), Value::Bool(false));
             for field in ["user", "safety_identifier"] {
                 if body.contains_key(field) {
@@ -192,7 +171,9 @@ pub fn rewrite(family: Family, body: &mut Map<String, Value>, identity: &Identit
                 *key = identity.namespaced(key);
             }
         }
-        Family::Messages => {
+        // The native route's body is Relay's own; no provider is sent it.
+        Door::Agent => {}
+        Door::Messages => {
             let metadata = body
                 .entry("metadata")
                 .or_insert_with(|| Value::Object(Map::new()));

@@ -14,23 +14,16 @@ fn plain() -> ModelPolicy {
 fn multipliers_are_refused_naming_the_field() {
     let p = plain();
     let chain = Chain(&[&p]);
-    let e = check(Family::ChatCompletions, &map(json!({"n": 128})), chain).unwrap_err();
+    let e = check(Door::ChatCompletions, &map(json!({"n": 128})), chain).unwrap_err();
     assert!(e.message.starts_with("n:"), "{}", e.message);
-    assert!(check(Family::ChatCompletions, &map(json!({"n": 1})), chain).is_ok());
-    let e = check(Family::ChatCompletions, &map(json!({"best_of": 3})), chain).unwrap_err();
+    assert!(check(Door::ChatCompletions, &map(json!({"n": 1})), chain).is_ok());
+    let e = check(Door::ChatCompletions, &map(json!({"best_of": 3})), chain).unwrap_err();
     assert!(e.message.starts_with("best_of:"));
     for tier in ["auto", "default", "flex"] {
-        assert!(
-            check(
-                Family::Responses,
-                &map(json!({"service_tier": tier})),
-                chain
-            )
-            .is_ok()
-        );
+        assert!(check(Door::Responses, &map(json!({"service_tier": tier})), chain).is_ok());
     }
     let e = check(
-        Family::Responses,
+        Door::Responses,
         &map(json!({"service_tier": "priority"})),
         chain,
     )
@@ -42,7 +35,7 @@ fn multipliers_are_refused_naming_the_field() {
     };
     assert!(
         check(
-            Family::Responses,
+            Door::Responses,
             &map(json!({"service_tier": "priority"})),
             Chain(&[&priority])
         )
@@ -51,21 +44,21 @@ fn multipliers_are_refused_naming_the_field() {
     // A chain allows it only where every model does.
     assert!(
         check(
-            Family::Responses,
+            Door::Responses,
             &map(json!({"service_tier": "priority"})),
             Chain(&[&priority, &p])
         )
         .is_err()
     );
     let e = check(
-        Family::ChatCompletions,
+        Door::ChatCompletions,
         &map(json!({"logprobs": true, "top_logprobs": 5})),
         chain,
     )
     .unwrap_err();
     assert!(e.message.starts_with("top_logprobs:"));
     let e = check(
-        Family::ChatCompletions,
+        Door::ChatCompletions,
         &map(json!({"modalities": ["text", "audio"]})),
         chain,
     )
@@ -79,83 +72,79 @@ fn hosted_tools_and_provider_state_are_refused_unless_allowed() {
     let chain = Chain(&[&p]);
     let cases = [
         (
-            Family::Responses,
+            Door::Responses,
             json!({"tools": [{"type": "function", "name": "f"}, {"type": "mcp", "server_url": "https://evil", "require_approval": "never"}]}),
             "tools[1]:",
         ),
         (
-            Family::Responses,
+            Door::Responses,
             json!({"tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}),
             "tools[0]:",
         ),
         (
-            Family::Responses,
+            Door::Responses,
             json!({"tools": [{"type": "code_interpreter", "container": {"type": "auto"}}]}),
             "tools[0]:",
         ),
         (
-            Family::Responses,
+            Door::Responses,
             json!({"tools": [{"type": "image_generation"}]}),
             "tools[0]:",
         ),
+        (Door::Responses, json!({"background": true}), "background:"),
         (
-            Family::Responses,
-            json!({"background": true}),
-            "background:",
-        ),
-        (
-            Family::Responses,
+            Door::Responses,
             json!({"conversation": "conv_1"}),
             "conversation:",
         ),
         (
-            Family::Responses,
+            Door::Responses,
             json!({"prompt": {"id": "pmpt_1"}}),
             "prompt:",
         ),
         (
-            Family::Responses,
+            Door::Responses,
             json!({"input": [{"type": "reasoning", "id": "rs_1"}]}),
             "input[0]:",
         ),
         (
-            Family::Messages,
+            Door::Messages,
             json!({"mcp_servers": [{"type": "url", "url": "https://evil"}]}),
             "mcp_servers:",
         ),
         (
-            Family::Messages,
+            Door::Messages,
             json!({"container": "container_1"}),
             "container:",
         ),
         (
-            Family::Messages,
+            Door::Messages,
             json!({"tools": [{"type": "code_execution_20250522", "name": "code_execution"}]}),
             "tools[0]:",
         ),
         (
-            Family::ChatCompletions,
+            Door::ChatCompletions,
             json!({"messages": [{"role": "assistant", "audio": {"id": "audio_1"}}]}),
             "messages[0].audio.id:",
         ),
     ];
-    for (family, body, field) in cases {
-        let e = check(family, &map(body.clone()), chain).unwrap_err();
+    for (door, body, field) in cases {
+        let e = check(door, &map(body.clone()), chain).unwrap_err();
         assert!(e.message.starts_with(field), "{body}: {}", e.message);
     }
     // Client tools pass, Anthropic's schema-less client tools too.
     let ok = json!({"tools": [{"name": "Bash", "input_schema": {}}, {"type": "bash_20250124", "name": "bash"}]});
-    assert!(check(Family::Messages, &map(ok), chain).is_ok());
+    assert!(check(Door::Messages, &map(ok), chain).is_ok());
     // A reasoning item with its encrypted content is the client's own.
     let ok = json!({"input": [{"type": "reasoning", "id": "rs_1", "encrypted_content": "enc", "summary": []}]});
-    assert!(check(Family::Responses, &map(ok), chain).is_ok());
+    assert!(check(Door::Responses, &map(ok), chain).is_ok());
     let allowed = ModelPolicy {
         hosted_tools: vec!["code_execution".into()],
         ..plain()
     };
     let body =
         map(json!({"tools": [{"type": "code_execution_20250522", "name": "code_execution"}]}));
-    assert!(check(Family::Messages, &body, Chain(&[&allowed])).is_ok());
+    assert!(check(Door::Messages, &body, Chain(&[&allowed])).is_ok());
 }
 
 #[test]
@@ -163,7 +152,7 @@ fn search_tools_agents_send_by_default_are_left_out_unless_allowed() {
     let p = plain();
     let mut body =
         map(json!({"tools": [{"type": "custom", "name": "apply_patch"}, {"type": "web_search"}]}));
-    let removed = strip_unallowed_search(Family::Responses, &mut body, Chain(&[&p]));
+    let removed = strip_unallowed_search(Door::Responses, &mut body, Chain(&[&p]));
     assert_eq!(removed, ["web_search"]);
     assert_eq!(
         body["tools"],
@@ -174,7 +163,7 @@ fn search_tools_agents_send_by_default_are_left_out_unless_allowed() {
         ..plain()
     };
     let mut body = map(json!({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}));
-    assert!(strip_unallowed_search(Family::Messages, &mut body, Chain(&[&allowed])).is_empty());
+    assert!(strip_unallowed_search(Door::Messages, &mut body, Chain(&[&allowed])).is_empty());
     assert_eq!(body["tools"].as_array().unwrap().len(), 1);
 }
 
@@ -188,14 +177,14 @@ fn relay_owns_store_identity_and_the_cache_key_namespace() {
         json!({"store": true, "user": "victim@example.com", "safety_identifier": "x",
         "prompt_cache_key": "k", "temperature": 0.3}),
     );
-    rewrite(Family::Responses, &mut body, &me);
+    rewrite(Door::Responses, &mut body, &me);
     assert_eq!(body["store"], false);
     assert_eq!(body["user"], me.id());
     assert_eq!(body["safety_identifier"], me.id());
     assert_eq!(body["prompt_cache_key"], format!("{}:k", me.id()));
     assert_eq!(body["temperature"], 0.3);
     let mut body = map(json!({"metadata": {"user_id": "someone-else"}}));
-    rewrite(Family::Messages, &mut body, &me);
+    rewrite(Door::Messages, &mut body, &me);
     assert_eq!(body["metadata"]["user_id"], me.id());
 }
 

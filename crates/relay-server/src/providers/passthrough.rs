@@ -10,12 +10,13 @@ use serde_json::{Map, Value, json};
 use super::ChatRequest;
 pub use super::outgoing::Outgoing;
 
-pub use crate::policy::Family;
+pub use crate::domain::Door;
 
 /// What a same-family provider is sent instead of a translation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Passthrough {
-    pub family: Family,
+    /// The door the client came in by (never the native one): the API family it speaks.
+    pub door: Door,
     /// The client's request body as it arrived.
     pub body: Map<String, Value>,
     /// `anthropic-beta`, sent to `anthropic` providers only.
@@ -28,7 +29,7 @@ pub struct Passthrough {
 impl Passthrough {
     /// The client's body for a provider of `kind`, when that provider speaks the client's family.
     pub fn for_kind(&self, kind: &str) -> Option<&Map<String, Value>> {
-        (self.family.provider_kind() == kind).then_some(&self.body)
+        (self.door.provider_kind() == Some(kind)).then_some(&self.body)
     }
 }
 
@@ -344,13 +345,13 @@ mod tests {
 
     const OPENAI: &str = "https://api.openai.com/v1";
 
-    fn request(family: Family, body: Value, notes: Option<&str>) -> ChatRequest {
+    fn request(door: Door, body: Value, notes: Option<&str>) -> ChatRequest {
         ChatRequest {
             model: "up".into(),
             notes: notes.map(str::to_owned),
             cache_key: Some("relay-k".into()),
             passthrough: Some(std::sync::Arc::new(Passthrough {
-                family,
+                door,
                 body: map(body),
                 anthropic_beta: None,
                 raw: true,
@@ -365,7 +366,7 @@ mod tests {
         let client = json!({"model": "auto", "instructions": "Be brief.", "input": [{"type": "message", "role": "user", "content": "hi"}],
             "reasoning": {"effort": "high"}, "prompt_cache_key": "mine", "store": false});
         let r = request(
-            Family::Responses,
+            Door::Responses,
             client.clone(),
             Some("<project-notes>n</project-notes>"),
         );
@@ -400,7 +401,7 @@ mod tests {
     fn a_chat_client_keeps_its_messages_with_the_notes_after_its_system_messages() {
         let client = json!({"model": "auto", "messages": [{"role": "system", "content": "s"},
             {"role": "developer", "content": "d"}, {"role": "user", "content": "u"}], "top_p": 0.5});
-        let r = request(Family::ChatCompletions, client, Some("notes"));
+        let r = request(Door::ChatCompletions, client, Some("notes"));
         let sent = chat_body(&r, || json!(null), OPENAI).to_value();
         let roles: Vec<&str> = sent["messages"]
             .as_array()
@@ -423,7 +424,7 @@ mod tests {
                 {"type": "thinking", "thinking": "b", "signature": ""},
                 {"type": "redacted_thinking", "data": "enc"}, {"type": "text", "text": "t"}]},
             {"role": "user", "content": "next"}]});
-        let r = request(Family::Messages, client, None);
+        let r = request(Door::Messages, client, None);
         let sent = messages_body(&r, || json!(null)).to_value();
         let kinds: Vec<&str> = sent["messages"][1]["content"]
             .as_array()

@@ -4,18 +4,12 @@
 use async_trait::async_trait;
 
 use super::StoreResult;
+use crate::domain::Door;
 
-/// The routes a record may name (`usage::Route::as_str`), so a stored one reads back as the
-/// same static string.
-pub const ROUTES: [&str; 4] = ["agent", "chat_completions", "messages", "responses"];
-
-/// A stored route as its static string (an unknown one, which only a hand-edited row could
-/// hold, as `agent`).
-pub fn route_of(stored: &str) -> &'static str {
-    ROUTES
-        .into_iter()
-        .find(|r| *r == stored)
-        .unwrap_or(ROUTES[0])
+/// A stored route as its door (an unknown one, which only a hand-edited row could hold, as the
+/// native route).
+pub fn route_of(stored: &str) -> Door {
+    Door::parse(stored).unwrap_or_default()
 }
 
 /// A stored status as its static string.
@@ -35,7 +29,8 @@ pub struct LegRecord {
     pub request_id: String,
     /// Unix seconds.
     pub at: i64,
-    pub route: &'static str,
+    /// The door the leg came in by.
+    pub route: Door,
     pub model: String,
     pub provider: String,
     pub project_id: Option<String>,

@@ -150,7 +150,7 @@ mod tests {
             user_id: user.into(),
             request_id: request.into(),
             at,
-            route: "agent",
+            route: crate::domain::Door::Agent,
             model: model.into(),
             provider: "p".into(),
             project_id: None,

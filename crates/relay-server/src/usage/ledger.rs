@@ -382,7 +382,7 @@ mod tests {
             user_id: "u".into(),
             request_id: request_id.into(),
             at: 0,
-            route: "agent",
+            route: crate::domain::Door::Agent,
             model: "m".into(),
             provider: "p".into(),
             project_id: None,

@@ -11,31 +11,11 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use crate::config::ModelConfig;
+use crate::domain::Door;
 use crate::providers::Usage;
 use crate::store::usage::LegRecord;
 
 pub use ledger::Ledger;
-
-/// The door a leg came in by; each door sets it on the leg it builds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Route {
-    #[default]
-    Agent,
-    ChatCompletions,
-    Messages,
-    Responses,
-}
-
-impl Route {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Agent => "agent",
-            Self::ChatCompletions => "chat_completions",
-            Self::Messages => "messages",
-            Self::Responses => "responses",
-        }
-    }
-}
 
 /// A model's prices in USD per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -110,7 +90,7 @@ impl PriceList {
 pub struct LegFacts {
     pub user_id: String,
     pub request_id: String,
-    pub route: Route,
+    pub route: Door,
     pub project_id: Option<String>,
     pub arrived: Instant,
     pub ttfb_ms: i64,
@@ -164,7 +144,7 @@ impl LegFacts {
             request_id: self.request_id.clone(),
             #[allow(clippy::cast_possible_truncation, reason = "Unix seconds fit i64")]
             at: crate::clock::now() as i64,
-            route: self.route.as_str(),
+            route: self.route,
             model: model.to_owned(),
             provider: provider.to_owned(),
             project_id: self.project_id.clone(),
@@ -189,19 +169,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_route_reads_back_from_the_store_as_itself() {
-        for route in [
-            Route::Agent,
-            Route::ChatCompletions,
-            Route::Messages,
-            Route::Responses,
-        ] {
-            assert_eq!(
-                crate::store::usage::route_of(route.as_str()),
-                route.as_str()
-            );
+    fn every_door_reads_back_from_the_store_as_itself() {
+        for door in Door::ALL {
+            assert_eq!(crate::store::usage::route_of(door.as_str()), door);
         }
-        assert_eq!(crate::store::usage::route_of("hand-edited"), "agent");
+        assert_eq!(crate::store::usage::route_of("hand-edited"), Door::Agent);
     }
 
     #[test]

@@ -355,7 +355,7 @@ async fn a_leg_in_flight_during_delete_memory_all_leaves_no_record_but_counts_in
         user_id: ann_id.clone(),
         request_id: "after".into(),
         at: now + 5,
-        route: "agent",
+        route: relay_server::domain::Door::Agent,
         model: "m1".into(),
         provider: "fake".into(),
         project_id: None,

@@ -19,7 +19,7 @@ fn record(
         user_id: user_id.into(),
         request_id: format!("{user_id}-{n}"),
         at: relay_server::clock::now() as i64 - 100 + n,
-        route: "agent",
+        route: relay_server::domain::Door::Agent,
         model: model.into(),
         provider: "fake".into(),
         project_id: project.map(Into::into),

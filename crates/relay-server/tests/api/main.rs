@@ -19,6 +19,7 @@ mod compat;
 mod compat_controls;
 mod compat_sdk;
 mod console;
+mod convert;
 mod docs;
 mod embeddings;
 mod fake_upstream;

@@ -337,7 +337,7 @@ async fn records_past_the_retention_are_pruned() {
         user_id: "local".into(),
         request_id: format!("r{days_ago}"),
         at: now - days_ago * 86_400,
-        route: "agent",
+        route: relay_server::domain::Door::Agent,
         model: "m1".into(),
         provider: "fake".into(),
         project_id: None,

@@ -157,7 +157,7 @@ async fn the_daily_rollup_migration_sums_the_records_already_stored() {
         user_id: "u1".into(),
         request_id: format!("r{input}"),
         at: now,
-        route: "agent",
+        route: relay_server::domain::Door::Agent,
         model: "m1".into(),
         provider: "p".into(),
         project_id: project.map(str::to_owned),

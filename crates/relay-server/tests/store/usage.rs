@@ -34,7 +34,7 @@ fn record(user: &str, request: &str, at: i64, model: &str, tokens: (i64, i64)) -
         user_id: user.into(),
         request_id: request.into(),
         at,
-        route: "agent",
+        route: relay_server::domain::Door::Agent,
         model: model.into(),
         provider: "mock".into(),
         project_id: Some("p".into()),

@@ -20,14 +20,14 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::{Api, errors};
+use crate::domain;
 use crate::error::ApiError;
 use crate::http::state::AppState;
-use crate::legs::{LegEvent, ValidLeg};
-use crate::providers::passthrough::Family;
+use crate::legs::{DoorCall, DoorLeg, LegEvent};
 
 /// What a door makes of its request: the leg to run and what its answer needs to know.
 pub struct Translated<C> {
-    pub leg: ValidLeg,
+    pub leg: DoorLeg,
     /// `auto` or a configured model name.
     pub model: String,
     pub stream: bool,
@@ -37,23 +37,20 @@ pub struct Translated<C> {
 
 /// One inbound API's translation.
 pub trait Door {
-    /// Whose error shape and identity headers the door uses.
-    const API: Api;
+    /// Which door this is: the API family a same-family provider speaks (that provider gets the
+    /// client's own body, every field Relay does not own; others the translated leg), the
+    /// usage record's route, and whose error shape and identity headers the door uses.
+    const DOOR: domain::Door;
+    /// Whose error shape the door answers in, from `DOOR`.
+    const API: Api = Api::of(Self::DOOR);
     /// The API's request body.
     type Request: DeserializeOwned;
     /// What the encoder needs besides the answering model.
     type Context: Send + 'static;
     /// The encoder of one answer.
     type Answer: Answer;
-    /// The API family the door speaks: a provider of the same family gets the client's own body
-    /// (every field Relay does not own), others the translated leg.
-    const FAMILY: Family;
-
-    /// The request as a leg; `headers` give the project for notes.
-    fn translate(
-        request: Self::Request,
-        headers: &HeaderMap,
-    ) -> Result<Translated<Self::Context>, ApiError>;
+    /// The request as a leg.
+    fn translate(request: Self::Request) -> Result<Translated<Self::Context>, ApiError>;
 
     /// The encoder for an answer from `model` (the configured model that answered).
     fn answer(context: Self::Context, model: String) -> Self::Answer;
@@ -111,32 +108,28 @@ async fn run<D: Door>(
     let chain = super::chain(&state, client.get("model").and_then(Value::as_str));
     let policies: Vec<&crate::policy::ModelPolicy> = chain.iter().map(|m| &m.policy).collect();
     let policy = crate::policy::Chain(&policies);
-    super::apply_policy(&state, caller, D::FAMILY, &mut client, policy).await?;
+    super::apply_policy(&state, caller, D::DOOR, &mut client, policy).await?;
     let request: D::Request = super::from_map(&client)?;
-    let mut translated = D::translate(request, &headers)?;
-    translated.leg.prompt_estimate = prompt_estimate;
-    translated.leg.service_tier = client
-        .get("service_tier")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    translated.leg.passthrough = Some(super::passthrough(
-        &state,
-        D::FAMILY,
-        client,
-        &headers,
-        policy,
-        translated.stream,
-    ));
+    let translated = D::translate(request)?;
+    let call = DoorCall {
+        project_id: super::project(&headers)?,
+        prompt_estimate,
+        service_tier: client
+            .get("service_tier")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        passthrough: super::passthrough(
+            &state,
+            D::DOOR,
+            client,
+            &headers,
+            policy,
+            translated.stream,
+        ),
+    };
+    let leg = crate::legs::validate_door(translated.leg, call)?;
     drop(policies);
-    let opened = super::open(
-        &state,
-        caller,
-        &headers,
-        &translated.model,
-        translated.leg,
-        arrived,
-    )
-    .await?;
+    let opened = super::open(&state, caller, &headers, &translated.model, leg, arrived).await?;
     let mut answer = D::answer(translated.context, opened.model.clone());
     let response = if translated.stream {
         // A provider of the client's own API family answers the client in its own bytes

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use relay_wire::ErrorCode;
 use serde_json::{Value, json};
 
+use crate::domain::Door;
 use crate::error::ApiError;
 
 /// Which API's shapes an answer takes.
@@ -13,6 +14,17 @@ use crate::error::ApiError;
 pub enum Api {
     OpenAi,
     Anthropic,
+}
+
+impl Api {
+    /// The shape a door's errors take: Anthropic's on the Messages door, OpenAI's on the others
+    /// (the native route answers in Relay's own and never asks).
+    pub const fn of(door: Door) -> Self {
+        match door {
+            Door::Messages => Self::Anthropic,
+            Door::Agent | Door::ChatCompletions | Door::Responses => Self::OpenAi,
+        }
+    }
 }
 
 /// The error `type` each API names a status with.

@@ -1,13 +1,14 @@
 //! The compatible endpoints: OpenAI Chat Completions and Responses, Anthropic Messages and the
 //! models list, so tools and SDKs that speak those APIs can point their base URL at Relay.
 //!
-//! Each request is translated into a leg (`legs::validate`) and run through the leg machinery
+//! Each request is translated into a leg (`legs::validate_door`) and run through the leg machinery
 //! (`Legs::open`: model routing with fallback, rate limit, quota, note injection) by one
 //! sequence, `door::serve`; only the translation of the request and the encoding of the answer
 //! and of the errors are each API's own (a `door::Door`).
 
 pub mod anthropic;
 pub mod count_tokens;
+pub mod doc;
 pub mod door;
 pub mod errors;
 pub mod limits;
@@ -24,19 +25,16 @@ use axum::response::Response;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use relay_wire::ErrorCode;
-use relay_wire::agent::AgentRequest;
-use relay_wire::tools::ToolDef;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::accounts::Caller;
-use crate::domain::ProjectId;
+use crate::domain::{Door, ProjectId};
 use crate::error::ApiError;
 use crate::http::state::AppState;
 use crate::legs::{self, Opened};
 use crate::policy;
-use crate::providers::ToolSpec;
-use crate::providers::passthrough::{Family, Passthrough};
+use crate::providers::passthrough::Passthrough;
 use crate::providers::registry::ModelEntry;
 pub use errors::Api;
 
@@ -79,28 +77,6 @@ pub fn project(headers: &HeaderMap) -> Result<Option<ProjectId>, ApiError> {
         .into_iter()
         .flatten(),
     )
-}
-
-/// Validates the translated request (its conversation; `request.tools` is left empty by the doors)
-/// as a leg, then gives it the caller's tools, checked by the same rules and moved in unchanged
-/// (the catalogue's role gating is for Relay's own agents), and the project from the headers.
-pub fn leg(
-    request: &AgentRequest,
-    tools: Vec<ToolDef>,
-    headers: &HeaderMap,
-) -> Result<legs::ValidLeg, ApiError> {
-    let mut leg = legs::validate(request)?;
-    legs::check_tools(&tools)?;
-    leg.tools = tools
-        .into_iter()
-        .map(|t| ToolSpec {
-            name: t.name,
-            description: t.description,
-            parameters: t.parameters,
-        })
-        .collect();
-    leg.project_id = project(headers)?;
-    Ok(leg)
 }
 
 /// Reads a request body whole, within `[server] body_timeout_ms` and `BODY_LIMIT`: a slow or
@@ -170,16 +146,16 @@ pub fn chain(state: &AppState, model: Option<&str>) -> Vec<Arc<ModelEntry>> {
 pub async fn apply_policy(
     state: &AppState,
     caller: &Caller,
-    family: Family,
+    door: Door,
     client: &mut Map<String, Value>,
     chain: policy::Chain<'_>,
 ) -> Result<(), ApiError> {
-    let removed = policy::strip_unallowed_search(family, client, chain);
+    let removed = policy::strip_unallowed_search(door, client, chain);
     if !removed.is_empty() {
         tracing::info!(tools = ?removed, "hosted search tools left out: not allowed for the model");
     }
-    policy::check(family, client, chain)?;
-    policy::rewrite(family, client, &state.identity(caller.user_id()).await?);
+    policy::check(door, client, chain)?;
+    policy::rewrite(door, client, &state.identity(caller.user_id()).await?);
     Ok(())
 }
 
@@ -187,7 +163,7 @@ pub async fn apply_policy(
 /// provider of the same API family, which streams its own events to a client that streams.
 pub fn passthrough(
     state: &AppState,
-    family: Family,
+    door: Door,
     body: Map<String, Value>,
     headers: &HeaderMap,
     chain: policy::Chain<'_>,
@@ -202,7 +178,7 @@ pub fn passthrough(
         kept
     });
     Arc::new(Passthrough {
-        family,
+        door,
         body,
         anthropic_beta,
         raw: stream,

@@ -95,7 +95,7 @@ pub(super) async fn write(pool: &PgPool, records: &[LegRecord]) -> StoreResult<B
             .bind(column(legs, |r| r.request_id.clone()))
             .bind(column(legs, |r| r.at))
             .bind(column(legs, |r| r.at.div_euclid(86_400)))
-            .bind(column(legs, |r| r.route.to_owned()))
+            .bind(column(legs, |r| r.route.as_str().to_owned()))
             .bind(column(legs, |r| r.model.clone()))
             .bind(column(legs, |r| r.provider.clone()))
             .bind(column(legs, |r| r.project_id.clone()))

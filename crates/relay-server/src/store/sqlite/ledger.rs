@@ -81,7 +81,7 @@ pub(super) fn write(tx: &Transaction<'_>, records: &[LegRecord]) -> rusqlite::Re
             r.request_id,
             r.at,
             r.at.div_euclid(86_400),
-            r.route,
+            r.route.as_str(),
             r.model,
             r.provider,
             r.project_id,

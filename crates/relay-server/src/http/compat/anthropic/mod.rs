@@ -17,12 +17,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
-use super::Api;
 use super::door::{self, Door, Translated};
 use crate::error::ApiError;
 use crate::http::state::AppState;
+use crate::legs::DoorLeg;
 use crate::providers::ToolChoice;
-use crate::providers::passthrough::Family;
 pub use stream::Writer;
 
 /// A Messages request. Fields Relay does not own (`thinking`, `metadata`, `top_k`, `cache_control`,
@@ -138,21 +137,13 @@ pub struct AnthropicErrorBody {
         ("x-api-key" = Option<String>, Header, description = "The token, as the Anthropic SDK sends it"),
         ("anthropic-version" = Option<String>, Header, description = "Accepted and ignored"),
         ("anthropic-beta" = Option<String>, Header, description = "Forwarded to `anthropic` providers only"),
-        ("x-relay-project" = Option<String>, Header, description = "The project whose notes are injected"),
-        ("x-relay-git-remote" = Option<String>, Header, description = "Without x-relay-project: the project derived from the git remote"),
-        ("x-relay-cwd" = Option<String>, Header, description = "Without either: the project derived from the working directory"),
+        super::doc::ProjectHeaders,
     ),
     request_body = MessagesRequest,
     responses(
         (status = 200, description = "A `message`, or with `stream: true` SSE events `message_start`, `content_block_start`/`delta`/`stop` (text, thinking ended by `signature_delta`, tool_use), `message_delta` with the cache counts, `message_stop` (and `ping`); a failure after `message_start` is an `error` event. `x-relay-note-ids` lists the injected notes.",
             body = MessageOut, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
-        (status = 400, description = "`invalid_request_error` naming the field, also for what the pass-through policy refuses (`n` above 1, a tier, billed extras or a provider-run tool the model does not allow, provider-side state)", body = AnthropicErrorBody),
-        (status = 408, description = "The body did not arrive within `[server] body_timeout_ms`", body = AnthropicErrorBody),
-        (status = 401, description = "`authentication_error`", body = AnthropicErrorBody),
-        (status = 403, description = "`permission_error`: the quota or the monthly token budget is used up", body = AnthropicErrorBody),
-        (status = 429, description = "`rate_limit_error`; see Retry-After", body = AnthropicErrorBody),
-        (status = 502, description = "Every model failed before answering", body = AnthropicErrorBody),
-        (status = 503, description = "No provider could be reached", body = AnthropicErrorBody),
+        super::doc::MessagesErrors,
     ))]
 pub async fn messages(
     State(state): State<AppState>,
@@ -166,26 +157,23 @@ pub async fn messages(
 pub struct Messages;
 
 impl Door for Messages {
-    const API: Api = Api::Anthropic;
+    const DOOR: crate::domain::Door = crate::domain::Door::Messages;
     type Request = MessagesRequest;
     type Context = ();
     type Answer = Writer;
-    const FAMILY: Family = Family::Messages;
 
-    fn translate(
-        request: MessagesRequest,
-        headers: &HeaderMap,
-    ) -> Result<Translated<()>, ApiError> {
+    fn translate(request: MessagesRequest) -> Result<Translated<()>, ApiError> {
         let tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
         let stop = request.stop_sequences.clone().unwrap_or_default();
         let (model, stream) = (request.model.clone(), request.stream);
-        let (leg_request, tools) = translate(request)?;
-        let mut leg = super::leg(&leg_request, tools, headers)?;
-        leg.route = crate::usage::Route::Messages;
-        leg.tool_choice = tool_choice;
-        leg.stop = stop;
+        let (conversation, tools) = translate(request)?;
         Ok(Translated {
-            leg,
+            leg: DoorLeg {
+                conversation,
+                tools,
+                tool_choice,
+                stop,
+            },
             model,
             stream,
             context: (),
@@ -311,7 +299,7 @@ fn translate(request: MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), A
         .collect();
     let leg = AgentRequest {
         messages,
-        // The door's tools reach the leg through `compat::leg`, checked there.
+        // The door's tools reach the leg through `legs::validate_door`, checked there.
         tools: Vec::new(),
         tool_role: None,
         model: Some(request.model),

@@ -16,12 +16,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
-use super::Api;
 use super::door::{self, Door, Translated};
 use crate::error::ApiError;
 use crate::http::state::AppState;
+use crate::legs::DoorLeg;
 use crate::providers::ToolChoice;
-use crate::providers::passthrough::Family;
 pub use stream::Writer;
 
 /// A Chat Completions request. Relay reads the fields below; every field it does not own
@@ -153,21 +152,13 @@ pub struct OpenAiErrorBody {
 #[utoipa::path(post, path = "/v1/chat/completions", tag = "compatible",
     security(("bearer" = [])),
     params(
-        ("x-relay-project" = Option<String>, Header, description = "The project whose notes are injected"),
-        ("x-relay-git-remote" = Option<String>, Header, description = "Without x-relay-project: the project derived from the git remote"),
-        ("x-relay-cwd" = Option<String>, Header, description = "Without either: the project derived from the working directory"),
+        super::doc::ProjectHeaders,
     ),
     request_body = ChatCompletionRequest,
     responses(
         (status = 200, description = "A `chat.completion`, or with `stream: true` SSE `chat.completion.chunk`s then `data: [DONE]`; a failure after the first chunk is a `data: {error}` chunk. `x-relay-note-ids` lists the injected notes.",
             body = ChatCompletion, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
-        (status = 400, description = "`invalid_request_error` naming the field, also for what the pass-through policy refuses (`n` above 1, a tier, billed extras or a provider-run tool the model does not allow, provider-side state)", body = OpenAiErrorBody),
-        (status = 408, description = "The body did not arrive within `[server] body_timeout_ms`", body = OpenAiErrorBody),
-        (status = 401, description = "`authentication_error`", body = OpenAiErrorBody),
-        (status = 403, description = "`permission_error` with code `quota_exceeded` or `budget_exceeded`", body = OpenAiErrorBody),
-        (status = 429, description = "`rate_limit_error`; see Retry-After", body = OpenAiErrorBody),
-        (status = 502, description = "Every model failed before answering", body = OpenAiErrorBody),
-        (status = 503, description = "No provider could be reached", body = OpenAiErrorBody),
+        super::doc::ChatErrors,
     ))]
 pub async fn chat_completions(
     State(state): State<AppState>,
@@ -187,23 +178,20 @@ pub struct Context {
 }
 
 impl Door for ChatCompletions {
-    const API: Api = Api::OpenAi;
+    const DOOR: crate::domain::Door = crate::domain::Door::ChatCompletions;
     type Request = ChatCompletionRequest;
     type Context = Context;
     type Answer = Writer;
-    const FAMILY: Family = Family::ChatCompletions;
 
-    fn translate(
-        request: ChatCompletionRequest,
-        headers: &HeaderMap,
-    ) -> Result<Translated<Context>, ApiError> {
-        let (leg_request, tools) = translate(&request)?;
-        let mut leg = super::leg(&leg_request, tools, headers)?;
-        leg.route = crate::usage::Route::ChatCompletions;
-        leg.stop = stop(request.stop.as_ref())?;
-        leg.tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
+    fn translate(request: ChatCompletionRequest) -> Result<Translated<Context>, ApiError> {
+        let (conversation, tools) = translate(&request)?;
         Ok(Translated {
-            leg,
+            leg: DoorLeg {
+                conversation,
+                tools,
+                tool_choice: request.tool_choice.as_ref().map(tool_choice).transpose()?,
+                stop: stop(request.stop.as_ref())?,
+            },
             model: request.model,
             stream: request.stream,
             context: Context {
@@ -258,7 +246,7 @@ fn translate(request: &ChatCompletionRequest) -> Result<(AgentRequest, Vec<ToolD
         .collect();
     let leg = AgentRequest {
         messages,
-        // The door's tools reach the leg through `compat::leg`, checked there.
+        // The door's tools reach the leg through `legs::validate_door`, checked there.
         tools: Vec::new(),
         tool_role: None,
         model: Some(request.model.clone()),

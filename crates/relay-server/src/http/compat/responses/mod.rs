@@ -11,11 +11,10 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-use super::Api;
 use super::door::{self, Door, Translated};
 use crate::error::ApiError;
 use crate::http::state::AppState;
-use crate::providers::passthrough::Family;
+use crate::legs::DoorLeg;
 pub use request::ResponsesRequest;
 
 /// The Responses door.
@@ -28,29 +27,29 @@ pub struct Context {
 }
 
 impl Door for Responses {
-    const API: Api = Api::OpenAi;
+    const DOOR: crate::domain::Door = crate::domain::Door::Responses;
     type Request = ResponsesRequest;
     type Context = Context;
     type Answer = stream::Writer;
-    const FAMILY: Family = Family::Responses;
 
-    fn translate(
-        request: ResponsesRequest,
-        headers: &HeaderMap,
-    ) -> Result<Translated<Context>, ApiError> {
-        let leg_request = request::leg_request(&request)?;
+    fn translate(request: ResponsesRequest) -> Result<Translated<Context>, ApiError> {
+        let conversation = request::leg_request(&request)?;
         // An `openai_responses` provider gets the client's own body (the door sets it): its
         // namespaced calls come back named `{namespace}__{name}` and its `custom_tool_call`s as
         // calls of one `input` argument (the normaliser's forms), which the same name table maps
         // back as it does for a translated leg.
-        let (offered, names) = tools::offer(&request::declared_tools(&request))?;
-        let mut leg = super::leg(&leg_request, offered, headers)?;
-        leg.route = crate::usage::Route::Responses;
-        leg.tool_choice = request
+        let (tools, names) = tools::offer(&request::declared_tools(&request))?;
+        let tool_choice = request
             .tool_choice
             .as_ref()
             .map(tools::choice)
             .transpose()?;
+        let leg = DoorLeg {
+            conversation,
+            tools,
+            tool_choice,
+            stop: Vec::new(),
+        };
         let mut echo = Map::new();
         echo.insert("instructions".into(), json!(request.instructions));
         echo.insert("tools".into(), Value::Array(request.tools));
@@ -82,21 +81,13 @@ impl Door for Responses {
 #[utoipa::path(post, path = "/v1/responses", tag = "compatible",
     security(("bearer" = [])),
     params(
-        ("x-relay-project" = Option<String>, Header, description = "The project whose notes are injected"),
-        ("x-relay-git-remote" = Option<String>, Header, description = "Without x-relay-project: the project derived from the git remote"),
-        ("x-relay-cwd" = Option<String>, Header, description = "Without either: the project derived from the working directory"),
+        super::doc::ProjectHeaders,
     ),
     request_body = ResponsesRequest,
     responses(
         (status = 200, description = "A `response` object, or with `stream: true` SSE events `response.created`, `response.in_progress`, per output item `response.output_item.added`/`.done` with its `output_text`, `reasoning_summary_text`, `function_call_arguments` or `custom_tool_call_input` deltas, then exactly one of `response.completed`, `response.incomplete`, `response.failed`; every event has a rising `sequence_number`. `x-relay-note-ids` lists the injected notes.",
             body = Object, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
-        (status = 400, description = "`invalid_request_error` naming the field, also for what the pass-through policy refuses (`n` above 1, a tier, billed extras or a provider-run tool the model does not allow, provider-side state): `previous_response_id` too (Relay keeps no responses)", body = super::openai::OpenAiErrorBody),
-        (status = 408, description = "The body did not arrive within `[server] body_timeout_ms`", body = super::openai::OpenAiErrorBody),
-        (status = 401, description = "`authentication_error`", body = super::openai::OpenAiErrorBody),
-        (status = 403, description = "`permission_error` with code `quota_exceeded` or `budget_exceeded`", body = super::openai::OpenAiErrorBody),
-        (status = 429, description = "`rate_limit_error`; see Retry-After", body = super::openai::OpenAiErrorBody),
-        (status = 502, description = "Every model failed before answering", body = super::openai::OpenAiErrorBody),
-        (status = 503, description = "No provider could be reached", body = super::openai::OpenAiErrorBody),
+        super::doc::ResponsesErrors,
     ))]
 pub async fn responses(
     State(state): State<AppState>,

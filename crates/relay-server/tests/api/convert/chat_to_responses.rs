@@ -1,0 +1,10 @@
+//! Conversion: an OpenAI Chat Completions client answered by an OpenAI Responses provider.
+
+use super::{Provider, chat_request, convert};
+
+#[tokio::test]
+async fn request_and_answer() {
+    let c = convert("/v1/chat/completions", Provider::Responses, chat_request()).await;
+    insta::assert_json_snapshot!("request", c.upstream);
+    insta::assert_json_snapshot!("answer", c.answer);
+}
