@@ -11,6 +11,7 @@ pub mod inject;
 pub mod litellm;
 pub mod load;
 pub mod memory;
+pub mod memory_fusion;
 pub mod mock;
 pub mod procfs;
 pub mod relay;

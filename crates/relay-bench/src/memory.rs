@@ -234,7 +234,9 @@ pub async fn measure(
         ..MemoryResult::default()
     };
     let variants = variants();
-    let mut scores: Vec<Vec<(u64, f64)>> = vec![Vec::new(); variants.len() + 3];
+    let fused_at = variants.len() + 3;
+    let mut scores: Vec<Vec<(u64, f64)>> =
+        vec![Vec::new(); fused_at + crate::memory_fusion::WEIGHTS.len()];
     let mut injected_total = 0usize;
     for (c, conv) in convs.iter().enumerate() {
         let project = format!("locomo-{c}");
@@ -283,7 +285,19 @@ pub async fn measure(
         )
         .context("index")?;
         let bm25 = PlainBm25::new(&stored);
-        for q in &conv.questions {
+        // With embeddings, the fused ranking in-process at each lexical weight.
+        let fusion = match embedder {
+            Some(e) => {
+                let texts: Vec<&str> = stored.iter().map(|n| n.note.as_str()).collect();
+                let vectors = crate::memory_fusion::embed(&client, e, &texts).await?;
+                let set = crate::memory_fusion::vector_set(&e.model, &stored, vectors);
+                let questions: Vec<&str> = conv.questions.iter().map(|q| q.text.as_str()).collect();
+                let asked = crate::memory_fusion::embed(&client, e, &questions).await?;
+                Some((set, asked))
+            }
+            None => None,
+        };
+        for (qi, q) in conv.questions.iter().enumerate() {
             let ids = leg_note_ids(&client, &base, &project, &q.text).await?;
             injected_total += ids.len();
             let chosen: Vec<&String> = ids
@@ -318,6 +332,27 @@ pub async fn measure(
                     .collect();
                 scores[v + 2].push((q.category, recall(&q.evidence, &picked)));
             }
+            if let Some((set, asked)) = &fusion {
+                let near = crate::memory_fusion::query(asked.get(qi).cloned().unwrap_or_default());
+                for (w, (weight, share)) in crate::memory_fusion::WEIGHTS.iter().enumerate() {
+                    let p = Params {
+                        lexical_weight: *weight,
+                        dense_neighbour_share: *share,
+                        ..Params::default()
+                    };
+                    let picked: Vec<&String> = lex
+                        .fused(&q.text, &near, set, &p, AT)
+                        .into_iter()
+                        .flat_map(|(at, _)| {
+                            turn_of
+                                .get(&fold(&stored[at as usize].note))
+                                .into_iter()
+                                .flatten()
+                        })
+                        .collect();
+                    scores[fused_at + w].push((q.category, recall(&q.evidence, &picked)));
+                }
+            }
         }
     }
     lexical.close().await;
@@ -334,8 +369,13 @@ pub async fn measure(
             "Relay (HTTP, injected notes, with embeddings: {})",
             e.model
         ));
+        names.extend(crate::memory_fusion::WEIGHTS.iter().map(|(w, s)| {
+            format!(
+                "in-process: fused, lexical weight {w}, neighbour share of the cosine {s} (top 8, no relevance floor)"
+            )
+        }));
     } else {
-        scores.pop();
+        scores.truncate(fused_at - 1);
     }
     result.questions = scores[0].len();
     result.mean_injected = injected_total as f64 / result.questions.max(1) as f64;

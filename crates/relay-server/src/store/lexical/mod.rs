@@ -41,6 +41,11 @@ pub struct Params {
     pub prf_docs: usize,
     pub prf_terms: usize,
     pub prf_weight: f64,
+    /// With embeddings: the lexical share of the fused score, the rest the cosine's
+    /// (`fusion`).
+    pub lexical_weight: f64,
+    /// With embeddings: a note's cosine grows by this share of its closest neighbour's.
+    pub dense_neighbour_share: f64,
 }
 
 impl Default for Params {
@@ -54,6 +59,8 @@ impl Default for Params {
             prf_docs: 3,
             prf_terms: 8,
             prf_weight: 0.2,
+            lexical_weight: fusion::LEXICAL_WEIGHT,
+            dense_neighbour_share: fusion::DENSE_NEIGHBOUR_SHARE,
         }
     }
 }
@@ -70,6 +77,8 @@ impl Params {
             prf_docs: 0,
             prf_terms: 0,
             prf_weight: 0.0,
+            lexical_weight: fusion::LEXICAL_WEIGHT,
+            dense_neighbour_share: fusion::DENSE_NEIGHBOUR_SHARE,
         }
     }
 }
