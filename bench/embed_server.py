@@ -11,12 +11,18 @@ Install (into a venv under target/, never committed):
 Run: target/embed-venv/bin/python bench/embed_server.py --port 8099
 It prints `listening on PORT` once ready (port 0 picks a free one).
 
+With --hash, no model is loaded: each text gets a vector drawn from a generator seeded by its
+hash, at once. That is for throughput runs only (`relay-bench profile --remember --embed-url`),
+where it stands for a fast remote embedder, so that what is measured is Relay's own work per
+embedded note and not this machine's numpy; it ranks nothing well.
+
 With RELAY_EMBED_CACHE=FILE set, each text's vector is kept in FILE (JSON lines) and read back
 on the next run, so the recall stage can be run again without embedding every note again (never
 for timing runs: a cached text costs nothing).
 """
 
 import argparse
+import hashlib
 import json
 import os
 import pathlib
@@ -91,6 +97,18 @@ class MiniLM:
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
 
+class Hashed:
+    """Vectors from each text's hash (the --hash mode)."""
+
+    def embed(self, texts):
+        out = []
+        for t in texts:
+            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
+            v = np.random.default_rng(seed).standard_normal(384).astype(np.float32)
+            out.append(v / np.linalg.norm(v))
+        return np.stack(out) if out else np.zeros((0, 384), dtype=np.float32)
+
+
 class Cache:
     """Vectors by text, in a JSON-lines file when RELAY_EMBED_CACHE names one."""
 
@@ -131,8 +149,9 @@ class Cache:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--hash", action="store_true", help="vectors from each text's hash, no model")
     args = ap.parse_args()
-    model = MiniLM(MODEL_DIR)
+    model = Hashed() if args.hash else MiniLM(MODEL_DIR)
     cache = Cache(os.environ.get("RELAY_EMBED_CACHE"))
 
     class Handler(BaseHTTPRequestHandler):
