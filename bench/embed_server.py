@@ -11,8 +11,8 @@ Install (into a venv under target/, never committed):
 Run: target/embed-venv/bin/python bench/embed_server.py --port 8099
 It prints `listening on PORT` once ready (port 0 picks a free one).
 
-With --hash, no model is loaded: each text gets a vector drawn from a generator seeded by its
-hash, at once. That is for throughput runs only (`relay-bench profile --remember --embed-url`),
+With --hash, no model is loaded: each text gets one of 256 fixed vectors picked by its hash,
+answered from strings encoded once. That is for throughput runs only (`relay-bench profile --remember --embed-url`),
 where it stands for a fast remote embedder, so that what is measured is Relay's own work per
 embedded note and not this machine's numpy; it ranks nothing well.
 
@@ -98,15 +98,27 @@ class MiniLM:
 
 
 class Hashed:
-    """Vectors from each text's hash (the --hash mode)."""
+    """Vectors from each text's hash (the --hash mode): one of 256 fixed random unit vectors,
+    encoded once, so that answering costs this process next to nothing and what a throughput run
+    times is Relay's work (parsing, quantising and storing each vector), not this machine's
+    Python."""
 
-    def embed(self, texts):
-        out = []
-        for t in texts:
-            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
-            v = np.random.default_rng(seed).standard_normal(384).astype(np.float32)
-            out.append(v / np.linalg.norm(v))
-        return np.stack(out) if out else np.zeros((0, 384), dtype=np.float32)
+    def __init__(self):
+        rng = np.random.default_rng(44)
+        pool = rng.standard_normal((256, 384)).astype(np.float32)
+        pool /= np.linalg.norm(pool, axis=1, keepdims=True)
+        self.encoded = [json.dumps(v.tolist()) for v in pool]
+
+    def answer(self, texts, model):
+        items = ",".join(
+            '{"object":"embedding","index":%d,"embedding":%s}'
+            % (i, self.encoded[hashlib.sha256(t.encode()).digest()[0]])
+            for i, t in enumerate(texts)
+        )
+        return (
+            '{"object":"list","model":%s,"data":[%s],"usage":{"prompt_tokens":0,"total_tokens":0}}'
+            % (json.dumps(model), items)
+        ).encode()
 
 
 class Cache:
@@ -151,7 +163,8 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--hash", action="store_true", help="vectors from each text's hash, no model")
     args = ap.parse_args()
-    model = Hashed() if args.hash else MiniLM(MODEL_DIR)
+    hashed = Hashed() if args.hash else None
+    model = None if hashed else MiniLM(MODEL_DIR)
     cache = Cache(os.environ.get("RELAY_EMBED_CACHE"))
 
     class Handler(BaseHTTPRequestHandler):
@@ -166,6 +179,9 @@ def main():
             inputs = body.get("input", [])
             if isinstance(inputs, str):
                 inputs = [inputs]
+            if hashed:
+                self.reply(hashed.answer(inputs, body.get("model", "hash")))
+                return
             vecs = cache.embed(model, inputs)
             out = json.dumps(
                 {
@@ -175,6 +191,9 @@ def main():
                     "usage": {"prompt_tokens": 0, "total_tokens": 0},
                 }
             ).encode()
+            self.reply(out)
+
+        def reply(self, out):
             self.send_response(200)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(out)))

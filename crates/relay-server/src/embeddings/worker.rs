@@ -4,7 +4,7 @@
 //! off the remember path.
 
 use std::sync::Weak;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::Embeddings;
 use crate::store::vectors::quantise;
@@ -15,6 +15,14 @@ use crate::store::vectors::quantise;
 const BATCH: u32 = 64;
 /// How often the store is looked at without a wake-up.
 const POLL: Duration = Duration::from_secs(30);
+/// The worker spends one part in `WORK_SHARE` of its time on its own work (reading notes,
+/// parsing and quantising vectors, storing them) while notes wait: after each full batch it
+/// pauses for the rest. Remembers are what agents wait on; a note without a vector yet ranks lexically, so under
+/// a flood of remembers the vectors come later instead of taking the remembers' CPU (measured:
+/// with no pause, remember throughput fell from about 9,900/s to 5,700/s on 2 cores and Relay's
+/// CPU per remember doubled; with it, 8,400-8,500/s against 9,100-9,300/s). The wait on the
+/// endpoint itself does not count.
+const WORK_SHARE: u32 = 10;
 /// After a failure, the first and the longest pause before trying again.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -47,6 +55,7 @@ pub async fn run(shared: Weak<Embeddings>) {
 async fn pass(this: &Embeddings, size: &mut u32) -> Result<(), String> {
     let model = &this.client.model;
     loop {
+        let started = Instant::now();
         let batch = this
             .inner
             .notes_to_embed(model, *size)
@@ -57,7 +66,10 @@ async fn pass(this: &Embeddings, size: &mut u32) -> Result<(), String> {
         }
         let full = batch.len() == *size as usize;
         let texts: Vec<String> = batch.iter().map(|n| n.text.clone()).collect();
-        let vectors = match this.client.embed(&texts).await {
+        let asked = Instant::now();
+        let answer = this.client.embed(&texts).await;
+        let waited = asked.elapsed();
+        let vectors = match answer {
             Ok(v) => {
                 *size = (*size * 2).min(BATCH);
                 v
@@ -83,5 +95,7 @@ async fn pass(this: &Embeddings, size: &mut u32) -> Result<(), String> {
         if !full {
             return Ok(());
         }
+        let work = started.elapsed().saturating_sub(waited);
+        tokio::time::sleep(work * (WORK_SHARE - 1)).await;
     }
 }

@@ -4,10 +4,11 @@
 //!
 //! Which connection writes notes (the rule a new write follows). SQLite takes one writer at a
 //! time whatever the driver, so correctness does not depend on the choice; cost does:
-//! - A write that adds notes (remember, the bulk fill) goes through `writer`: rusqlite on a
-//!   connection of its own, concurrent remembers gathered into one transaction (group commit).
-//!   A remember arrives with every agent that saves what it learned, often many at once; through
-//!   sqlx each took six hand-offs to the worker thread while holding the write lock.
+//! - A write that adds notes (remember, the bulk fill) or their vectors (the embeddings worker)
+//!   goes through `writer`: rusqlite on a connection of its own, concurrent remembers gathered
+//!   into one transaction (group commit). A remember arrives with every agent that saves what it
+//!   learned, often many at once; through sqlx each took six hand-offs to the worker thread while
+//!   holding the write lock.
 //! - A write that changes or removes notes one request at a time (edit, delete a note, a project
 //!   or a user's notes, forgetting counters) goes through sqlx's pool, as accounts and sessions
 //!   do: rare, one statement or two, and nothing gained by batching.

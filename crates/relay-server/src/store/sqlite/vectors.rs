@@ -29,32 +29,13 @@ impl SqliteStore {
             .collect())
     }
 
+    /// On the note writer (`writer::NoteWriter::put_vectors`), beside the remembers.
     pub(super) async fn put(
         &self,
         model: &str,
         vectors: Vec<(ToEmbed, Quantised)>,
     ) -> StoreResult<()> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        for (note, v) in vectors {
-            sqlx::query("DELETE FROM note_vectors WHERE note_id = ?")
-                .bind(note.id.as_str())
-                .execute(&mut *tx)
-                .await?;
-            // Only while the note is there with the text that was embedded.
-            sqlx::query(
-                "INSERT INTO note_vectors (note_id, user_id, project_id, model, scale, vec)
-                 SELECT id, user_id, project_id, ?, ?, ? FROM notes WHERE id = ? AND note = ?",
-            )
-            .bind(model)
-            .bind(v.scale)
-            .bind(v.bytes)
-            .bind(note.id.as_str())
-            .bind(&note.text)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        self.writer.put_vectors(model.to_owned(), vectors).await
     }
 }
 
