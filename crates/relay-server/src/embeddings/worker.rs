@@ -17,11 +17,11 @@ const BATCH: u32 = 64;
 const POLL: Duration = Duration::from_secs(30);
 /// The worker spends one part in `WORK_SHARE` of its time on its own work (reading notes,
 /// parsing and quantising vectors, storing them) while notes wait: after each full batch it
-/// pauses for the rest. Remembers are what agents wait on; a note without a vector yet ranks lexically, so under
-/// a flood of remembers the vectors come later instead of taking the remembers' CPU (measured:
-/// with no pause, remember throughput fell from about 9,900/s to 5,700/s on 2 cores and Relay's
-/// CPU per remember doubled; with it, 8,400-8,500/s against 9,100-9,300/s). The wait on the
-/// endpoint itself does not count.
+/// pauses for the rest. Remembers are what agents wait on, and a note without a vector yet ranks
+/// lexically, so under a flood of remembers the vectors come later instead of taking the
+/// remembers' CPU (measured: with no pause, remember throughput fell from about 9,900/s to
+/// 5,700/s on 2 cores and Relay's CPU per remember doubled; with it, 8,400-8,500/s against
+/// 9,100-9,300/s). The wait on the endpoint itself does not count.
 const WORK_SHARE: u32 = 10;
 /// After a failure, the first and the longest pause before trying again.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
