@@ -57,6 +57,8 @@ pub struct SqliteStore {
     writer: writer::NoteWriter,
     remembers: writer::RememberBatcher,
     checkpoints: checkpoint::Checkpointer,
+    /// Each leg's budget read (its account's month), inline.
+    months: reservations::MonthReader,
 }
 
 impl SqliteStore {
@@ -99,6 +101,7 @@ impl SqliteStore {
             writer,
             pool,
             injection: injection::Injection::new(Some(snapshot::SnapshotReader::open(&path)?)),
+            months: reservations::MonthReader::open(&path)?,
         })
     }
 

@@ -154,7 +154,7 @@ impl UsageStore for SqliteStore {
     }
 
     async fn month_state(&self, user_id: &str, month: i64, now: i64) -> StoreResult<MonthState> {
-        super::reservations::month_state(&self.pool, user_id, month, now).await
+        super::reservations::month_state(&self.months, &self.pool, user_id, month, now).await
     }
 
     async fn reserve(
