@@ -118,7 +118,7 @@ impl SqliteStore {
 
 /// Opens the (already migrated) database file once more, beside sqlx's pool, for one `purpose`
 /// named in errors: the connections Relay drives itself with rusqlite (session and injection
-/// checks, note writes, quota writes, checkpoints), each set up by `configure`.
+/// checks, budget reads, note writes, quota writes, checkpoints), each set up by `configure`.
 pub(crate) fn side_connection(
     path: &std::path::Path,
     purpose: &str,
