@@ -297,6 +297,18 @@ pub async fn measure(
             }
             None => None,
         };
+        // The turns of in-process rankings' entries (indexes into `stored`).
+        let turns_of = |ranked: Vec<(u32, f64)>| -> Vec<&String> {
+            ranked
+                .into_iter()
+                .flat_map(|(at, _)| {
+                    turn_of
+                        .get(&fold(&stored[at as usize].note))
+                        .into_iter()
+                        .flatten()
+                })
+                .collect()
+        };
         for (qi, q) in conv.questions.iter().enumerate() {
             let ids = leg_note_ids(&client, &base, &project, &q.text).await?;
             injected_total += ids.len();
@@ -320,16 +332,7 @@ pub async fn measure(
                 .collect();
             scores[1].push((q.category, recall(&q.evidence, &plain)));
             for (v, (_, params)) in variants.iter().enumerate() {
-                let picked: Vec<&String> = lex
-                    .ranked(&q.text, params, AT)
-                    .into_iter()
-                    .flat_map(|(at, _)| {
-                        turn_of
-                            .get(&fold(&stored[at as usize].note))
-                            .into_iter()
-                            .flatten()
-                    })
-                    .collect();
+                let picked = turns_of(lex.ranked(&q.text, params, AT));
                 scores[v + 2].push((q.category, recall(&q.evidence, &picked)));
             }
             if let Some((set, asked)) = &fusion {
@@ -340,16 +343,7 @@ pub async fn measure(
                         dense_neighbour_share: *share,
                         ..Params::default()
                     };
-                    let picked: Vec<&String> = lex
-                        .fused(&q.text, &near, set, &p, AT)
-                        .into_iter()
-                        .flat_map(|(at, _)| {
-                            turn_of
-                                .get(&fold(&stored[at as usize].note))
-                                .into_iter()
-                                .flatten()
-                        })
-                        .collect();
+                    let picked = turns_of(lex.fused(&q.text, &near, set, &p, AT));
                     scores[fused_at + w].push((q.category, recall(&q.evidence, &picked)));
                 }
             }

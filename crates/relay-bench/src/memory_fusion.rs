@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result};
 use relay_server::store::Note;
-use relay_server::store::vectors::{VectorRow, VectorSet, normalised, quantise};
+use relay_server::store::vectors::{VectorSet, normalised, rows_of};
 use serde_json::{Value, json};
 
 use crate::memory::Embedder;
@@ -57,22 +57,12 @@ pub async fn embed(
 pub fn vector_set(model: &str, notes: &[Note], vectors: Vec<Vec<f32>>) -> VectorSet {
     let mut set = VectorSet::default();
     set.read_after(model, notes.len());
-    set.add(
+    set.add(rows_of(
         notes
             .iter()
-            .zip(vectors)
-            .enumerate()
-            .filter_map(|(i, (n, v))| {
-                let q = quantise(&v)?;
-                Some(VectorRow {
-                    vid: i as i64 + 1,
-                    note_id: n.id.as_str().to_owned(),
-                    scale: q.scale,
-                    vec: q.bytes,
-                })
-            })
-            .collect(),
-    );
+            .zip(&vectors)
+            .map(|(n, v)| (n.id.as_str().to_owned(), v.as_slice())),
+    ));
     set
 }
 

@@ -70,6 +70,24 @@ pub struct VectorRow {
     pub vec: Vec<u8>,
 }
 
+/// Vectors as the rows a store would read back: quantised, `vid` counting from 1 in order; a
+/// vector that cannot be quantised (empty, zero) is left out.
+pub fn rows_of<'a>(vectors: impl IntoIterator<Item = (String, &'a [f32])>) -> Vec<VectorRow> {
+    vectors
+        .into_iter()
+        .zip(1..)
+        .filter_map(|((note_id, v), vid)| {
+            let q = quantise(v)?;
+            Some(VectorRow {
+                vid,
+                note_id,
+                scale: q.scale,
+                vec: q.bytes,
+            })
+        })
+        .collect()
+}
+
 /// One project's vectors of one model, by note id, read up to `upto` (a `vid`).
 #[derive(Debug, Default)]
 pub struct VectorSet {

@@ -14,13 +14,7 @@ use crate::helpers::{TestApp, body, open_config};
 
 /// A fake Anthropic upstream that answers every `/v1/messages` with one recorded stream.
 pub async fn anthropic_fixture_upstream(fixture: &str) -> String {
-    let dir = std::env::var_os("RELAY_FIXTURES")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-        });
-    let path = dir.join(fixture);
-    let recorded = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let recorded = crate::helpers::fixture(fixture);
     let app = axum::Router::new().route(
         "/v1/messages",
         axum::routing::post(move || {

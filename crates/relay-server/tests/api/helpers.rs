@@ -91,6 +91,17 @@ impl Drop for TestApp {
 }
 
 /// Open mode: no `[auth]` table.
+/// A recorded fixture's bytes, from `RELAY_FIXTURES` or the crate's `tests/fixtures`.
+pub fn fixture(path: &str) -> Vec<u8> {
+    let dir = std::env::var_os("RELAY_FIXTURES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+        });
+    let path = dir.join(path);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 pub fn open_config(dir: &std::path::Path) -> Config {
     Config {
         bind: "127.0.0.1:0".parse().unwrap(),

@@ -3,21 +3,12 @@
 //! /v1/chat/completions` and `POST /v1/responses`, byte for byte, and the ledger's record carries
 //! the provider's own usage.
 
-use std::path::PathBuf;
-
 use axum::routing::post;
 use relay_server::config::{ModelConfig, ProviderConfig, ProviderKind};
 use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::helpers::{TestApp, open_config};
-
-fn recorded(path: &str) -> Vec<u8> {
-    let dir = std::env::var_os("RELAY_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"));
-    std::fs::read(dir.join(path)).unwrap()
-}
 
 /// A provider that answers `route` with `bytes`, whatever it is asked.
 async fn upstream(route: &'static str, bytes: Vec<u8>) -> String {
@@ -70,7 +61,7 @@ async fn bytes_of(res: reqwest::Response) -> Vec<u8> {
 
 #[tokio::test]
 async fn a_messages_client_gets_an_anthropic_providers_stream_byte_for_byte() {
-    let sent = recorded("anthropic/simonw-llm-anthropic__tools_parallel.0.sse");
+    let sent = crate::helpers::fixture("anthropic/simonw-llm-anthropic__tools_parallel.0.sse");
     let app = relay(
         ProviderKind::Anthropic,
         upstream("/v1/messages", sent.clone()).await,
@@ -96,7 +87,7 @@ async fn a_messages_client_gets_an_anthropic_providers_stream_byte_for_byte() {
 
 #[tokio::test]
 async fn a_chat_client_gets_an_openai_providers_stream_and_the_usage_chunk_only_if_it_asked() {
-    let sent = recorded("openai-chat/pydantic-ai__run_stream_sync_real_model.0.sse");
+    let sent = crate::helpers::fixture("openai-chat/pydantic-ai__run_stream_sync_real_model.0.sse");
     let app = relay(
         ProviderKind::Openai,
         format!(
@@ -132,7 +123,8 @@ async fn a_chat_client_gets_an_openai_providers_stream_and_the_usage_chunk_only_
 
 #[tokio::test]
 async fn a_responses_client_gets_a_responses_providers_stream_byte_for_byte() {
-    let sent = recorded("openai-responses/simonw-llm__responses_tool_use_streaming.0.sse");
+    let sent =
+        crate::helpers::fixture("openai-responses/simonw-llm__responses_tool_use_streaming.0.sse");
     let app = relay(
         ProviderKind::OpenaiResponses,
         format!("{}/v1", upstream("/v1/responses", sent.clone()).await),

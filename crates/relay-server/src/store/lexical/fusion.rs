@@ -129,7 +129,7 @@ mod tests {
     use super::*;
     use crate::domain::{Author, MemType, NoteId};
     use crate::store::lexical::Row;
-    use crate::store::vectors::{VectorRow, quantise};
+    use crate::store::vectors::rows_of;
 
     fn row(i: i64, text: &str) -> Row {
         Row {
@@ -164,20 +164,11 @@ mod tests {
             [0.0, 1.0, 0.0],
             [0.0, 0.0, 1.0],
         ];
-        set.add(
+        set.add(rows_of(
             axes.iter()
                 .enumerate()
-                .map(|(i, v)| {
-                    let q = quantise(v).unwrap();
-                    VectorRow {
-                        vid: i as i64 + 1,
-                        note_id: format!("n{}", i + 1),
-                        scale: q.scale,
-                        vec: q.bytes,
-                    }
-                })
-                .collect(),
-        );
+                .map(|(i, v)| (format!("n{}", i + 1), v.as_slice())),
+        ));
         let p = Params::default();
         assert_eq!(lex.ranked("deploy", &p, 8)[0].0, 0);
         // "deploy" is in note 1 alone; the question's vector is closest to note 2's.
@@ -213,20 +204,11 @@ mod tests {
             [0.0, 1.0, 0.0],
             [0.5, 0.0, 0.866],
         ];
-        set.add(
+        set.add(rows_of(
             axes.iter()
                 .enumerate()
-                .map(|(i, v)| {
-                    let q = quantise(v).unwrap();
-                    VectorRow {
-                        vid: i as i64 + 1,
-                        note_id: format!("n{}", i + 1),
-                        scale: q.scale,
-                        vec: q.bytes,
-                    }
-                })
-                .collect(),
-        );
+                .map(|(i, v)| (format!("n{}", i + 1), v.as_slice())),
+        ));
         // No word of the question is in any note: the cosine alone decides. Note 1 is nearest;
         // notes 2 and 4 are equally near, and only 2 has a neighbour (note 1), a near one.
         let q = [1.0, 0.0, 0.0];

@@ -116,6 +116,22 @@ impl SqliteStore {
     }
 }
 
+/// A read-only side connection for reads made inline on a leg's thread (the injection snapshot,
+/// the budget read): a WAL read never waits for writers, and should it meet a lock it answers at
+/// once (no busy timeout), so the caller reads through sqlx instead.
+pub(super) fn inline_reader(
+    path: &std::path::Path,
+    purpose: &str,
+) -> anyhow::Result<std::sync::Mutex<rusqlite::Connection>> {
+    side_connection(
+        path,
+        purpose,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        |conn| conn.busy_timeout(std::time::Duration::ZERO),
+    )
+    .map(std::sync::Mutex::new)
+}
+
 /// Opens the (already migrated) database file once more, beside sqlx's pool, for one `purpose`
 /// named in errors: the connections Relay drives itself with rusqlite (session and injection
 /// checks, budget reads, note writes, quota writes, checkpoints), each set up by `configure`.

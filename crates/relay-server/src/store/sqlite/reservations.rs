@@ -21,25 +21,18 @@ const MONTH_STATE: &str =
         COALESCE((SELECT SUM(cost_usd) FROM usage_reservations
             WHERE user_id = ?1 AND month = ?2 AND expires_at > ?3), 0.0) AS reserved_usd";
 
-/// The month read inline on a read-only connection of its own, as the injection snapshot is
-/// (`snapshot`): every leg's admission reads it, and through sqlx each read was hand-offs to the
-/// worker thread and back (about 0.05 ms of CPU a leg at 4,000 legs/s, measured by leaving the
-/// read out). A WAL read never waits for writers; should it meet a lock, it answers at once (no
-/// busy timeout) and the leg reads through sqlx instead.
+/// The month read inline on a read-only connection of its own (`inline_reader`), as the
+/// injection snapshot is: every leg's admission reads it, and through sqlx each read was
+/// hand-offs to the worker thread and back (about 0.05 ms of CPU a leg at 4,000 legs/s, measured
+/// by leaving the read out).
 pub(super) struct MonthReader {
     conn: std::sync::Mutex<rusqlite::Connection>,
 }
 
 impl MonthReader {
     pub(super) fn open(path: &std::path::Path) -> anyhow::Result<Self> {
-        let conn = super::side_connection(
-            path,
-            "budget reads",
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            |conn| conn.busy_timeout(std::time::Duration::ZERO),
-        )?;
         Ok(Self {
-            conn: std::sync::Mutex::new(conn),
+            conn: super::inline_reader(path, "budget reads")?,
         })
     }
 

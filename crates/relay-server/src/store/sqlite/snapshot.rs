@@ -23,14 +23,8 @@ pub struct SnapshotReader {
 
 impl SnapshotReader {
     pub fn open(path: &std::path::Path) -> anyhow::Result<Self> {
-        let conn = super::side_connection(
-            path,
-            "injection checks",
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            |conn| conn.busy_timeout(std::time::Duration::ZERO),
-        )?;
         Ok(Self {
-            conn: Mutex::new(conn),
+            conn: super::inline_reader(path, "injection checks")?,
         })
     }
 

@@ -14,7 +14,6 @@ mod messages_to_responses;
 mod responses_to_chat;
 mod responses_to_messages;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use axum::routing::post;
@@ -58,13 +57,6 @@ impl Provider {
     }
 }
 
-fn recorded(path: &str) -> Vec<u8> {
-    let dir = std::env::var_os("RELAY_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"));
-    std::fs::read(dir.join(path)).unwrap()
-}
-
 /// What one conversion case gives: the provider's request body and the client's answer events.
 pub struct Converted {
     pub upstream: Value,
@@ -77,7 +69,7 @@ pub async fn convert(door: &str, provider: Provider, request: Value) -> Converte
     let request_text = request.to_string();
     let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
     let seen = bodies.clone();
-    let reply = recorded(provider.recording());
+    let reply = crate::helpers::fixture(provider.recording());
     let app = axum::Router::new().route(
         provider.route(),
         post(move |body: axum::Json<Value>| {
@@ -125,7 +117,7 @@ pub async fn convert(door: &str, provider: Provider, request: Value) -> Converte
     // What the client or the recording said is stable; only what Relay minted is not.
     let known = format!(
         "{request_text}{}",
-        String::from_utf8_lossy(&recorded(provider.recording()))
+        String::from_utf8_lossy(&crate::helpers::fixture(provider.recording()))
     );
     volatile(&mut upstream, &known);
     Converted {
