@@ -1,4 +1,5 @@
-//! A same-family provider's own events on their way to the client (issue 39, point 4): sent
+//! A same-family provider's own events (or its whole non-streamed answer, one JSON document) on
+//! their way to the client (issue 39, point 4): sent
 //! byte for byte, except that a tool call they open keeps the rules of `calls` — an id that is
 //! empty or that the conversation's history already used, or a name outside the rule, is fixed
 //! (and the event re-encoded) as `calls::normalise` fixes it for Relay's own events.
@@ -34,6 +35,9 @@ impl AnswerIds {
         let Ok(text) = std::str::from_utf8(&bytes) else {
             return bytes;
         };
+        if text.trim_start().starts_with('{') {
+            return self.whole(text, taken).unwrap_or(bytes);
+        }
         let mut name = None;
         let mut data = String::new();
         for line in text.lines() {
@@ -62,6 +66,13 @@ impl AnswerIds {
         out.push_str(&value.to_string());
         out.push_str("\n\n");
         Bytes::from(out)
+    }
+
+    /// A whole (non-streamed) answer, re-encoded only when a call in it was fixed.
+    fn whole(&mut self, text: &str, taken: &HashSet<String>) -> Option<Bytes> {
+        let mut value = serde_json::from_str::<Value>(text).ok()?;
+        self.fix(&mut value, taken)
+            .then(|| Bytes::from(value.to_string()))
     }
 
     /// Fixes every call `value` opens or repeats; `true` when anything changed.
@@ -161,6 +172,21 @@ mod tests {
         ] {
             assert_eq!(ids.frame(frame(text), &taken), frame(text));
         }
+    }
+
+    #[test]
+    fn a_whole_answer_passes_as_sent_unless_a_call_in_it_repeats_the_history() {
+        let mut ids = AnswerIds::default();
+        let taken = HashSet::from(["toolu_old".to_owned()]);
+        let fresh = "{\"type\": \"message\", \"content\": [{\"type\": \"tool_use\", \"id\": \"toolu_new\", \"name\": \"Read\", \"input\": {}}]}";
+        assert_eq!(ids.frame(frame(fresh), &taken), frame(fresh));
+        let repeated = "{\"choices\":[{\"message\":{\"tool_calls\":[{\"id\":\"toolu_old\",\"type\":\"function\",\"function\":{\"name\":\"read\",\"arguments\":\"{}\"}}]}}]}";
+        let out = ids.frame(frame(repeated), &taken);
+        let value: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            value["choices"][0]["message"]["tool_calls"][0]["id"],
+            "toolu_old_2"
+        );
     }
 
     #[test]

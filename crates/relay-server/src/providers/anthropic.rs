@@ -12,7 +12,6 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::passthrough;
 use super::sse::{EventNormaliser, parse_json};
 use super::transport::endpoint::{self, Endpoint, KeyHeader};
 use super::transport::lanes::Lanes;
@@ -20,6 +19,7 @@ use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
     ProviderEvent, ToolChoice, Usage, error_from_json, finish_turn,
 };
+use super::{passthrough, whole};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 const API_VERSION: &str = "2023-06-01";
@@ -69,7 +69,14 @@ impl Provider for AnthropicProvider {
         {
             headers.push(("anthropic-beta", beta));
         }
+        let whole = whole::whole_for(&request, self.kind());
+        if whole {
+            headers.push(whole::ACCEPT_JSON);
+        }
         let response = self.endpoint.post_sse(url, &body, &headers).await?;
+        if whole {
+            return whole::answer(response, Normaliser::new(), whole::messages).await;
+        }
         let raw = passthrough::raw_for(&request, self.kind());
         Ok(endpoint::stream_response_raw(
             response,

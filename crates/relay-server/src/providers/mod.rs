@@ -17,6 +17,7 @@ pub mod registry;
 pub mod sanitise;
 pub mod sse;
 pub mod transport;
+pub mod whole;
 
 use std::fmt;
 use std::pin::Pin;

@@ -13,7 +13,6 @@ use relay_wire::agent::ReasoningItem;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-use super::passthrough;
 use super::sse::{EventNormaliser, parse_json};
 use super::transport::endpoint::{self, Endpoint, KeyHeader};
 use super::transport::lanes::Lanes;
@@ -21,6 +20,7 @@ use super::{
     ChatMessage, ChatRequest, DraftCall, EventStream, FinishReason, Provider, ProviderError,
     ProviderEvent, ToolChoice, Usage, error_from_json, finish_turn,
 };
+use super::{passthrough, whole};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -69,6 +69,13 @@ impl Provider for OpenAiResponsesProvider {
         // The translation is built only for a client of another family.
         let body =
             passthrough::responses_body(&request, || body(&request), self.endpoint.base_url());
+        if whole::whole_for(&request, self.kind()) {
+            let response = self
+                .endpoint
+                .post_sse(url, &body, &[whole::ACCEPT_JSON])
+                .await?;
+            return whole::answer(response, Normaliser::default(), whole::responses).await;
+        }
         let response = self.endpoint.post_sse(url, &body, &[]).await?;
         let raw = passthrough::raw_for(&request, self.kind());
         Ok(endpoint::stream_response_raw(

@@ -41,6 +41,13 @@ pub fn raw_for(request: &ChatRequest, kind: &str) -> bool {
         .is_some_and(|p| p.raw && p.for_kind(kind).is_some())
 }
 
+/// Whether a same-family provider is asked to stream: when the client did (its own events
+/// reach it as they come); a client that did not gets the provider's whole answer
+/// (`providers::whole`).
+fn streams(request: &ChatRequest) -> bool {
+    request.passthrough.as_deref().is_none_or(|p| p.raw)
+}
+
 /// Whether a Chat Completions client asked for the usage chunk (`stream_options.include_usage`),
 /// which Relay asks for on its own account either way.
 pub fn usage_chunk_asked(request: &ChatRequest) -> bool {
@@ -146,7 +153,7 @@ pub fn messages_body<'a>(
         Some(client) => {
             let mut body = Outgoing::borrowed(client);
             body.set("model", Value::String(request.model.clone()));
-            body.set("stream", Value::Bool(true));
+            body.set("stream", Value::Bool(streams(request)));
             if let Some(cap) = request.max_tokens {
                 body.clamp_output(cap, "max_tokens");
             }
@@ -228,7 +235,8 @@ pub fn chat_body<'a>(
     };
     let mut body = Outgoing::borrowed(client);
     body.set("model", Value::String(request.model.clone()));
-    body.set("stream", Value::Bool(true));
+    let stream = streams(request);
+    body.set("stream", Value::Bool(stream));
     if let Some(cap) = request.max_tokens {
         // OpenAI's own API takes the newer field; compatible servers know the older one.
         let field = if send_key {
@@ -238,14 +246,18 @@ pub fn chat_body<'a>(
         };
         body.clamp_output(cap, field);
     }
-    let options = match body.remove("stream_options") {
-        Some(Value::Object(mut options)) => {
-            options.insert("include_usage".into(), Value::Bool(true));
-            Value::Object(options)
-        }
-        _ => json!({"include_usage": true}),
-    };
-    body.set("stream_options", options);
+    // A whole answer always carries its usage, and OpenAI refuses `stream_options` without a
+    // stream.
+    if stream {
+        let options = match body.remove("stream_options") {
+            Some(Value::Object(mut options)) => {
+                options.insert("include_usage".into(), Value::Bool(true));
+                Value::Object(options)
+            }
+            _ => json!({"include_usage": true}),
+        };
+        body.set("stream_options", options);
+    }
     if let (Some(notes), Some(Value::Array(messages))) =
         (request.notes.as_deref(), body.get_mut("messages"))
     {
@@ -275,7 +287,7 @@ pub fn responses_body<'a>(
     };
     let mut body = Outgoing::borrowed(client);
     body.set("model", Value::String(request.model.clone()));
-    body.set("stream", Value::Bool(true));
+    body.set("stream", Value::Bool(streams(request)));
     if let Some(cap) = request.max_tokens {
         body.clamp_output(cap, "max_output_tokens");
     }

@@ -46,6 +46,7 @@ mod responses_replay;
 mod responses_same_family;
 mod responses_sdk;
 mod same_family_bytes;
+mod same_family_whole;
 mod search;
 mod security;
 mod signin;

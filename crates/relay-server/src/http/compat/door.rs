@@ -169,10 +169,16 @@ async fn run<D: Door>(
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let mut events = opened.events;
         let mut terminal = None;
+        // A provider of the client's family gave its whole answer as it sent it (one JSON
+        // document, `providers::whole`): that is the answer, and the events only Relay's account.
+        let mut own = Vec::new();
         while let Some(event) = events.next().await {
-            // A whole answer never asks the provider for its own bytes.
-            let LegEvent::Wire(event) = event else {
-                continue;
+            let event = match event {
+                LegEvent::Raw(bytes) => {
+                    own.push(bytes);
+                    continue;
+                }
+                LegEvent::Wire(event) => event,
             };
             if event.is_terminal() {
                 terminal = Some(event);
@@ -188,8 +194,12 @@ async fn run<D: Door>(
             // retry a 5xx, and each try would cost a unit otherwise).
             opened.quota.refund().await;
         }
-        answer.collect(terminal);
-        answer.whole()?
+        if own.is_empty() || matches!(terminal, AgentEvent::Error { .. }) {
+            answer.collect(terminal);
+            answer.whole()?
+        } else {
+            own_answer(own)
+        }
     };
     let response = super::with_receipt(response, &opened.note_ids);
     Ok(if D::API == Api::Anthropic {
@@ -198,6 +208,20 @@ async fn run<D: Door>(
     } else {
         response
     })
+}
+
+/// A same-family provider's whole answer, byte for byte, as a 200 JSON response.
+fn own_answer(parts: Vec<Bytes>) -> Response {
+    let body = match <[Bytes; 1]>::try_from(parts) {
+        Ok([one]) => one,
+        Err(parts) => Bytes::from(parts.concat()),
+    };
+    let mut response = Response::new(Body::from(body));
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// The terminal event of a leg that ended without one (the leg machinery always sends one; this

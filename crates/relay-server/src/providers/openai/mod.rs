@@ -18,12 +18,12 @@ use futures::StreamExt;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::passthrough;
 use super::transport::endpoint::{self, Endpoint, KeyHeader};
 use super::transport::lanes::Lanes;
 use super::{
     ChatMessage, ChatRequest, EventStream, Provider, ProviderError, ProviderEvent, ToolChoice,
 };
+use super::{passthrough, whole};
 
 pub use stream::Normaliser;
 
@@ -115,6 +115,13 @@ impl Provider for OpenAiProvider {
             || serde_json::to_value(self.body(&request)).unwrap_or_default(),
             self.endpoint.base_url(),
         );
+        if whole::whole_for(&request, self.kind()) {
+            let response = self
+                .endpoint
+                .post_sse(url, &body, &[whole::ACCEPT_JSON])
+                .await?;
+            return whole::answer(response, Normaliser::new(), whole::chat).await;
+        }
         let response = self.endpoint.post_sse(url, &body, &[]).await?;
         let raw = passthrough::raw_for(&request, self.kind());
         let events = endpoint::stream_response_raw(response, Normaliser::new(), raw);
