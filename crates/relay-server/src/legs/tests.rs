@@ -283,6 +283,7 @@ fn a_door_leg_is_validated_once_with_what_it_carries_and_names_its_door() {
         passthrough: Arc::new(Passthrough {
             door: Door::Messages,
             body: serde_json::Map::new(),
+            bytes: Default::default(),
             anthropic_beta: None,
             raw: true,
         }),

@@ -155,6 +155,16 @@ fn includes(body: &Map<String, Value>, what: &str) -> bool {
         .is_some_and(|i| i.iter().any(|x| x == what))
 }
 
+/// The fields `rewrite` may set: a same-family provider is sent Relay's value of these, never
+/// the client's bytes of them.
+pub const REWRITTEN: [&str; 5] = [
+    "store",
+    "user",
+    "safety_identifier",
+    "prompt_cache_key",
+    "metadata",
+];
+
 /// Puts Relay's values in the fields it owns on a body bound for a same-family provider: nothing
 /// is stored at the provider, the abuse identifiers name the account (keyed), and the client's
 /// own prompt cache key is kept apart from other accounts'.

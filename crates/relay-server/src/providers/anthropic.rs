@@ -73,7 +73,8 @@ impl Provider for AnthropicProvider {
         if whole {
             headers.push(whole::ACCEPT_JSON);
         }
-        let response = self.endpoint.post_sse(url, &body, &headers).await?;
+        let body = body.json()?;
+        let response = self.endpoint.post_sse(url, body, &headers).await?;
         if whole {
             return whole::answer(response, Normaliser::new(), whole::messages).await;
         }
@@ -99,7 +100,11 @@ impl AnthropicProvider {
         let url = self.endpoint.url("/v1/messages/count_tokens")?;
         let upstream = self
             .endpoint
-            .post_sse(url, &body, &[("anthropic-version", API_VERSION)])
+            .post_sse(
+                url,
+                endpoint::json(&body)?,
+                &[("anthropic-version", API_VERSION)],
+            )
             .await?;
         let bytes = upstream
             .body

@@ -69,14 +69,15 @@ impl Provider for OpenAiResponsesProvider {
         // The translation is built only for a client of another family.
         let body =
             passthrough::responses_body(&request, || body(&request), self.endpoint.base_url());
+        let body = body.json()?;
         if whole::whole_for(&request, self.kind()) {
             let response = self
                 .endpoint
-                .post_sse(url, &body, &[whole::ACCEPT_JSON])
+                .post_sse(url, body, &[whole::ACCEPT_JSON])
                 .await?;
             return whole::answer(response, Normaliser::default(), whole::responses).await;
         }
-        let response = self.endpoint.post_sse(url, &body, &[]).await?;
+        let response = self.endpoint.post_sse(url, body, &[]).await?;
         let raw = passthrough::raw_for(&request, self.kind());
         Ok(endpoint::stream_response_raw(
             response,

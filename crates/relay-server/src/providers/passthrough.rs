@@ -8,7 +8,7 @@
 use serde_json::{Map, Value, json};
 
 use super::ChatRequest;
-pub use super::outgoing::Outgoing;
+pub use super::outgoing::{Outgoing, RawBody};
 
 pub use crate::domain::Door;
 
@@ -17,8 +17,10 @@ pub use crate::domain::Door;
 pub struct Passthrough {
     /// The door the client came in by (never the native one): the API family it speaks.
     pub door: Door,
-    /// The client's request body as it arrived.
+    /// The client's request body as it arrived (with the pass-through policy's changes).
     pub body: Map<String, Value>,
+    /// Its bytes, for the fields the policy left as they were.
+    pub bytes: RawBody,
     /// `anthropic-beta`, sent to `anthropic` providers only.
     pub anthropic_beta: Option<String>,
     /// The client streams: a provider of its family sends it its own events, byte for byte
@@ -30,6 +32,13 @@ impl Passthrough {
     /// The client's body for a provider of `kind`, when that provider speaks the client's family.
     pub fn for_kind(&self, kind: &str) -> Option<&Map<String, Value>> {
         (self.door.provider_kind() == Some(kind)).then_some(&self.body)
+    }
+
+    /// The client's body as a provider of `kind` is sent it, when that provider speaks the
+    /// client's family: every field Relay leaves alone written as the client's own bytes.
+    pub fn outgoing(&self, kind: &str) -> Option<Outgoing<'_>> {
+        self.for_kind(kind)
+            .map(|body| Outgoing::borrowed(body).with_raw(&self.bytes))
     }
 }
 
@@ -148,10 +157,9 @@ pub fn messages_body<'a>(
     let mut body = match request
         .passthrough
         .as_deref()
-        .and_then(|p| p.for_kind("anthropic"))
+        .and_then(|p| p.outgoing("anthropic"))
     {
-        Some(client) => {
-            let mut body = Outgoing::borrowed(client);
+        Some(mut body) => {
             body.set("model", Value::String(request.model.clone()));
             body.set("stream", Value::Bool(streams(request)));
             if let Some(cap) = request.max_tokens {
@@ -226,14 +234,13 @@ pub fn chat_body<'a>(
     base_url: &str,
 ) -> Outgoing<'a> {
     let send_key = keyed(base_url);
-    let Some(client) = request
+    let Some(mut body) = request
         .passthrough
         .as_deref()
-        .and_then(|p| p.for_kind("openai"))
+        .and_then(|p| p.outgoing("openai"))
     else {
         return with_cache_key(owned(translated()), request, send_key);
     };
-    let mut body = Outgoing::borrowed(client);
     body.set("model", Value::String(request.model.clone()));
     let stream = streams(request);
     body.set("stream", Value::Bool(stream));
@@ -278,14 +285,13 @@ pub fn responses_body<'a>(
     base_url: &str,
 ) -> Outgoing<'a> {
     let send_key = keyed(base_url);
-    let Some(client) = request
+    let Some(mut body) = request
         .passthrough
         .as_deref()
-        .and_then(|p| p.for_kind("openai_responses"))
+        .and_then(|p| p.outgoing("openai_responses"))
     else {
         return with_cache_key(owned(translated()), request, send_key);
     };
-    let mut body = Outgoing::borrowed(client);
     body.set("model", Value::String(request.model.clone()));
     body.set("stream", Value::Bool(streams(request)));
     if let Some(cap) = request.max_tokens {
@@ -365,6 +371,7 @@ mod tests {
             passthrough: Some(std::sync::Arc::new(Passthrough {
                 door,
                 body: map(body),
+                bytes: RawBody::default(),
                 anthropic_beta: None,
                 raw: true,
             })),
@@ -446,6 +453,40 @@ mod tests {
             .collect();
         assert_eq!(kinds, ["thinking", "redacted_thinking", "text"]);
         assert_eq!(sent["messages"][1]["content"][0]["signature"], "sig");
+    }
+
+    #[test]
+    fn the_fields_relay_leaves_alone_are_sent_as_the_clients_bytes_and_the_rest_as_relays() {
+        let sent = br#"{"model": "auto", "stream": true,
+            "messages": [ {"role":"user", "content": "caf\u00e9 \u2192 1.0e0"} ],
+            "temperature": 1.0, "metadata": {"user_id": "client"}}"#;
+        let body: Map<String, Value> = serde_json::from_slice(sent).unwrap();
+        let mut bytes = RawBody::of(bytes::Bytes::from_static(sent));
+        bytes.forget("metadata");
+        let mut body = body;
+        body.insert("metadata".into(), json!({"user_id": "relay"}));
+        let p = Passthrough {
+            door: Door::Messages,
+            body,
+            bytes,
+            anthropic_beta: None,
+            raw: false,
+        };
+        let mut out = p.outgoing("anthropic").unwrap();
+        out.set("model", json!("up"));
+        let text = String::from_utf8(out.to_vec().unwrap()).unwrap();
+        // The client's spelling of its messages and numbers survives, escapes included.
+        assert!(
+            text.contains(r#""messages":[ {"role":"user", "content": "caf\u00e9 \u2192 1.0e0"} ]"#),
+            "{text}"
+        );
+        assert!(text.contains(r#""temperature":1.0"#), "{text}");
+        // What Relay set or changed is its own.
+        assert!(text.contains(r#""model":"up""#), "{text}");
+        assert!(text.contains(r#""metadata":{"user_id":"relay"}"#), "{text}");
+        let value: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["messages"][0]["content"], "caf\u{e9} \u{2192} 1.0e0");
+        assert!(p.outgoing("openai").is_none());
     }
 
     #[test]

@@ -24,6 +24,7 @@ use crate::domain;
 use crate::error::ApiError;
 use crate::http::state::AppState;
 use crate::legs::{DoorCall, DoorLeg, LegEvent};
+use crate::providers::passthrough::RawBody;
 
 /// What a door makes of its request: the leg to run and what its answer needs to know.
 pub struct Translated<C> {
@@ -102,13 +103,23 @@ async fn run<D: Door>(
     // client's body a same-family provider gets.
     let mut client: Map<String, Value> = crate::http::extract::parse_json(&body)?;
     let prompt_estimate = super::prompt_estimate(body.len());
-    drop(body);
     // The policy sees the client's body before the door reads it: a field Relay refuses is
     // named as such, not as something the door cannot translate.
     let chain = super::chain(&state, client.get("model").and_then(Value::as_str));
+    // Where a model of the chain speaks the client's family, the body's bytes are kept: that
+    // provider is sent the fields Relay leaves alone as the client sent them.
+    let same_family = chain
+        .iter()
+        .any(|m| D::DOOR.provider_kind() == Some(m.provider.kind()));
+    let mut bytes = if same_family {
+        RawBody::of(body)
+    } else {
+        drop(body);
+        RawBody::default()
+    };
     let policies: Vec<&crate::policy::ModelPolicy> = chain.iter().map(|m| &m.policy).collect();
     let policy = crate::policy::Chain(&policies);
-    super::apply_policy(&state, caller, D::DOOR, &mut client, policy).await?;
+    super::apply_policy(&state, caller, D::DOOR, &mut client, &mut bytes, policy).await?;
     let request: D::Request = super::from_map(&client)?;
     let translated = D::translate(request)?;
     let call = DoorCall {
@@ -122,6 +133,7 @@ async fn run<D: Door>(
             &state,
             D::DOOR,
             client,
+            bytes,
             &headers,
             policy,
             translated.stream,

@@ -34,7 +34,7 @@ use crate::error::ApiError;
 use crate::http::state::AppState;
 use crate::legs::{self, Opened};
 use crate::policy;
-use crate::providers::passthrough::Passthrough;
+use crate::providers::passthrough::{Passthrough, RawBody};
 use crate::providers::registry::ModelEntry;
 pub use errors::Api;
 
@@ -113,9 +113,17 @@ fn is_too_large(e: &axum::Error) -> bool {
 
 /// The door's request type read from the parsed body (the body is parsed once, as a map).
 pub fn from_map<T: DeserializeOwned>(client: &Map<String, Value>) -> Result<T, ApiError> {
-    let value = serde::de::value::MapDeserializer::<_, serde_json::Error>::new(
-        client.iter().map(|(k, v)| (k.as_str(), v)),
-    );
+    let value = || {
+        serde::de::value::MapDeserializer::<_, serde_json::Error>::new(
+            client.iter().map(|(k, v)| (k.as_str(), v)),
+        )
+    };
+    // Read without tracking the path first (as `extract::parse_json`); a request that fails
+    // is read again for the message.
+    if let Ok(request) = T::deserialize(value()) {
+        return Ok(request);
+    }
+    let value = value();
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
@@ -148,14 +156,20 @@ pub async fn apply_policy(
     caller: &Caller,
     door: Door,
     client: &mut Map<String, Value>,
+    bytes: &mut RawBody,
     chain: policy::Chain<'_>,
 ) -> Result<(), ApiError> {
     let removed = policy::strip_unallowed_search(door, client, chain);
     if !removed.is_empty() {
         tracing::info!(tools = ?removed, "hosted search tools left out: not allowed for the model");
+        bytes.forget("tools");
+        bytes.forget("web_search_options");
     }
     policy::check(door, client, chain)?;
     policy::rewrite(door, client, &state.identity(caller.user_id()).await?);
+    for field in policy::REWRITTEN {
+        bytes.forget(field);
+    }
     Ok(())
 }
 
@@ -165,6 +179,7 @@ pub fn passthrough(
     state: &AppState,
     door: Door,
     body: Map<String, Value>,
+    bytes: RawBody,
     headers: &HeaderMap,
     chain: policy::Chain<'_>,
     stream: bool,
@@ -180,6 +195,7 @@ pub fn passthrough(
     Arc::new(Passthrough {
         door,
         body,
+        bytes,
         anthropic_beta,
         raw: stream,
     })

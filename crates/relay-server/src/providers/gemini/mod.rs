@@ -76,7 +76,11 @@ impl Provider for GeminiProvider {
         // The key goes in a header, never in the `?key=` query: URLs end up in logs.
         let response = self
             .endpoint
-            .post_sse(self.url(&request.model)?, &body(&request), &[])
+            .post_sse(
+                self.url(&request.model)?,
+                endpoint::json(&body(&request))?,
+                &[],
+            )
             .await?;
         Ok(endpoint::stream_response(response, Normaliser::new()))
     }

@@ -115,14 +115,15 @@ impl Provider for OpenAiProvider {
             || serde_json::to_value(self.body(&request)).unwrap_or_default(),
             self.endpoint.base_url(),
         );
+        let body = body.json()?;
         if whole::whole_for(&request, self.kind()) {
             let response = self
                 .endpoint
-                .post_sse(url, &body, &[whole::ACCEPT_JSON])
+                .post_sse(url, body, &[whole::ACCEPT_JSON])
                 .await?;
             return whole::answer(response, Normaliser::new(), whole::chat).await;
         }
-        let response = self.endpoint.post_sse(url, &body, &[]).await?;
+        let response = self.endpoint.post_sse(url, body, &[]).await?;
         let raw = passthrough::raw_for(&request, self.kind());
         let events = endpoint::stream_response_raw(response, Normaliser::new(), raw);
         if !raw || passthrough::usage_chunk_asked(&request) {

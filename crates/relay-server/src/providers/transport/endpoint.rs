@@ -79,17 +79,15 @@ impl Endpoint {
         &self.base_url
     }
 
-    /// POSTs `body` as JSON to `url` asking for server-sent events, with the key and any `extra`
+    /// POSTs `body` (JSON, see `json`) to `url` asking for server-sent events, with the key and any `extra`
     /// headers, and waits for the response headers; a non-2xx answer becomes an error.
     pub async fn post_sse(
         &self,
         url: reqwest::Url,
-        body: &impl Serialize,
+        body: Vec<u8>,
         extra: &[(&'static str, &str)],
     ) -> Result<Upstream, ProviderError> {
         let headers = self.headers(extra)?;
-        let body = serde_json::to_vec(body)
-            .map_err(|_| ProviderError::Connect("the request could not be sent".into()))?;
         if url.scheme() == "http" {
             let answer = self.lanes.plain().post(&url, headers, body).await?;
             if !answer.status.is_success() {
@@ -151,6 +149,12 @@ impl Endpoint {
         reqwest::Url::parse(&format!("{}{path}", self.base_url))
             .map_err(|_| ProviderError::Connect("the provider's base URL is not usable".into()))
     }
+}
+
+/// A request body as JSON.
+pub fn json(body: &impl Serialize) -> Result<Vec<u8>, ProviderError> {
+    serde_json::to_vec(body)
+        .map_err(|_| ProviderError::Connect("the request could not be sent".into()))
 }
 
 /// One of the adapters' own header names (never a caller's).
