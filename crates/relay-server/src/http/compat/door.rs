@@ -50,8 +50,12 @@ pub trait Door {
     type Context: Send + 'static;
     /// The encoder of one answer.
     type Answer: Answer;
-    /// The request as a leg.
-    fn translate(request: Self::Request) -> Result<Translated<Self::Context>, ApiError>;
+    /// The request as a leg. `client` is the parsed body the request was read from: a door may
+    /// leave large parts out of its request type and read them there, instead of copying them.
+    fn translate(
+        request: Self::Request,
+        client: &Map<String, Value>,
+    ) -> Result<Translated<Self::Context>, ApiError>;
 
     /// The encoder for an answer from `model` (the configured model that answered).
     fn answer(context: Self::Context, model: String) -> Self::Answer;
@@ -121,7 +125,7 @@ async fn run<D: Door>(
     let policy = crate::policy::Chain(&policies);
     super::apply_policy(&state, caller, D::DOOR, &mut client, &mut bytes, policy).await?;
     let request: D::Request = super::from_map(&client)?;
-    let translated = D::translate(request)?;
+    let translated = D::translate(request, &client)?;
     let call = DoorCall {
         project_id: super::project(&headers)?,
         prompt_estimate,

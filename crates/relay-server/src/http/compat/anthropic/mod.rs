@@ -60,8 +60,10 @@ pub struct MessagesRequest {
 pub struct MessageIn {
     pub role: String,
     /// A string or blocks: `text`, `tool_use` (assistant), `tool_result` (user).
+    // Required here; the translation reads it where it lies in the parsed body rather than from
+    // a copy (the conversation is most of a long session's call).
     #[schema(value_type = Object)]
-    pub content: Value,
+    pub content: serde::de::IgnoredAny,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -162,11 +164,18 @@ impl Door for Messages {
     type Context = ();
     type Answer = Writer;
 
-    fn translate(request: MessagesRequest) -> Result<Translated<()>, ApiError> {
+    fn translate(
+        request: MessagesRequest,
+        client: &serde_json::Map<String, Value>,
+    ) -> Result<Translated<()>, ApiError> {
         let tool_choice = request.tool_choice.as_ref().map(tool_choice).transpose()?;
         let stop = request.stop_sequences.clone().unwrap_or_default();
         let (model, stream) = (request.model.clone(), request.stream);
-        let (conversation, tools) = translate(request)?;
+        let contents = client
+            .get("messages")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        let (conversation, tools) = translate(request, contents)?;
         Ok(Translated {
             leg: DoorLeg {
                 conversation,
@@ -218,9 +227,12 @@ fn tool_choice(value: &Value) -> Result<ToolChoice, ApiError> {
     }
 }
 
-/// The request as a leg, and the caller's tools: the request is consumed, so the conversation's
-/// blocks and the tools' schemas are moved, not copied.
-fn translate(request: MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), ApiError> {
+/// The request as a leg, and the caller's tools: the tools' schemas are moved from the request,
+/// and each message's content is read in the client's parsed `messages` (`contents`), not copied.
+fn translate(
+    request: MessagesRequest,
+    contents: &[Value],
+) -> Result<(AgentRequest, Vec<ToolDef>), ApiError> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if let Some(system) = &request.system {
         let text = plain_text(system, "system")?;
@@ -229,9 +241,13 @@ fn translate(request: MessagesRequest) -> Result<(AgentRequest, Vec<ToolDef>), A
         }
     }
     for (i, m) in request.messages.into_iter().enumerate() {
-        let blocks = match m.content {
-            Value::String(s) => vec![json!({"type": "text", "text": s})],
-            Value::Array(blocks) => blocks,
+        let one;
+        let blocks: &[Value] = match contents.get(i).map(|c| &c["content"]) {
+            Some(Value::String(s)) => {
+                one = [json!({"type": "text", "text": s})];
+                &one
+            }
+            Some(Value::Array(blocks)) => blocks,
             _ => {
                 return Err(bad(
                     format!("messages[{i}].content"),

@@ -183,7 +183,10 @@ impl Door for ChatCompletions {
     type Context = Context;
     type Answer = Writer;
 
-    fn translate(request: ChatCompletionRequest) -> Result<Translated<Context>, ApiError> {
+    fn translate(
+        request: ChatCompletionRequest,
+        _client: &serde_json::Map<String, Value>,
+    ) -> Result<Translated<Context>, ApiError> {
         let (conversation, tools) = translate(&request)?;
         Ok(Translated {
             leg: DoorLeg {

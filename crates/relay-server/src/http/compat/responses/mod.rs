@@ -32,7 +32,10 @@ impl Door for Responses {
     type Context = Context;
     type Answer = stream::Writer;
 
-    fn translate(request: ResponsesRequest) -> Result<Translated<Context>, ApiError> {
+    fn translate(
+        request: ResponsesRequest,
+        _client: &serde_json::Map<String, Value>,
+    ) -> Result<Translated<Context>, ApiError> {
         let conversation = request::leg_request(&request)?;
         // An `openai_responses` provider gets the client's own body (the door sets it): its
         // namespaced calls come back named `{namespace}__{name}` and its `custom_tool_call`s as
