@@ -69,15 +69,12 @@ impl Provider for AnthropicProvider {
         {
             headers.push(("anthropic-beta", beta));
         }
-        let whole = whole::whole_for(&request, self.kind());
-        if whole {
-            headers.push(whole::ACCEPT_JSON);
-        }
         let body = body.json()?;
-        let response = self.endpoint.post_sse(url, body, &headers).await?;
-        if whole {
-            return whole::answer(response, Normaliser::new(), whole::messages).await;
+        if whole::whole_for(&request, self.kind()) {
+            let (normaliser, replay) = (Normaliser::new(), whole::messages);
+            return whole::fetch(&self.endpoint, url, body, &headers, normaliser, replay).await;
         }
+        let response = self.endpoint.post_sse(url, body, &headers).await?;
         let raw = passthrough::raw_for(&request, self.kind());
         Ok(endpoint::stream_response_raw(
             response,

@@ -71,11 +71,8 @@ impl Provider for OpenAiResponsesProvider {
             passthrough::responses_body(&request, || body(&request), self.endpoint.base_url());
         let body = body.json()?;
         if whole::whole_for(&request, self.kind()) {
-            let response = self
-                .endpoint
-                .post_sse(url, body, &[whole::ACCEPT_JSON])
-                .await?;
-            return whole::answer(response, Normaliser::default(), whole::responses).await;
+            let (normaliser, replay) = (Normaliser::default(), whole::responses);
+            return whole::fetch(&self.endpoint, url, body, &[], normaliser, replay).await;
         }
         let response = self.endpoint.post_sse(url, body, &[]).await?;
         let raw = passthrough::raw_for(&request, self.kind());

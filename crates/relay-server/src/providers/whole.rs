@@ -10,7 +10,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::sse::EventNormaliser;
-use super::transport::endpoint::Upstream;
+use super::transport::endpoint::{Endpoint, Upstream};
 use super::{ChatRequest, EventStream, ProviderError, ProviderEvent};
 
 /// The most bytes of a whole answer read: a long answer with its tool calls is far below it;
@@ -26,11 +26,27 @@ pub fn whole_for(request: &ChatRequest, kind: &str) -> bool {
         .is_some_and(|p| !p.raw && p.for_kind(kind).is_some())
 }
 
-/// The headers a whole answer is asked for with: JSON, not events.
-pub const ACCEPT_JSON: (&str, &str) = ("accept", "application/json");
+/// The header a whole answer is asked for with: JSON, not events.
+const ACCEPT_JSON: (&str, &str) = ("accept", "application/json");
 
 /// The synthetic stream events (name, data) that carry a whole answer of one wire format.
 pub type Replay = fn(&Value) -> Vec<(&'static str, Value)>;
+
+/// Sends `body` to `url` (with the adapter's `extra` headers) asking for the whole answer, and
+/// reads it (`answer`).
+pub async fn fetch<N: EventNormaliser>(
+    endpoint: &Endpoint,
+    url: reqwest::Url,
+    body: Vec<u8>,
+    extra: &[(&'static str, &str)],
+    normaliser: N,
+    replay: Replay,
+) -> Result<EventStream, ProviderError> {
+    let mut headers = extra.to_vec();
+    headers.push(ACCEPT_JSON);
+    let upstream = endpoint.post_sse(url, body, &headers).await?;
+    answer(upstream, normaliser, replay).await
+}
 
 /// Reads the whole answer (within `WHOLE_ANSWER_MAX`) and yields it as `Raw`, then the events
 /// `normaliser` makes of it, ending with its finish. An answer that is no JSON, or that the

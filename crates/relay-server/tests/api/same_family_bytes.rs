@@ -31,7 +31,7 @@ async fn upstream(route: &'static str, bytes: Vec<u8>) -> String {
 }
 
 /// A relay whose one model `m` is a `kind` provider at `base_url`, its records written at once.
-async fn relay(kind: ProviderKind, base_url: String) -> TestApp {
+pub(crate) async fn relay(kind: ProviderKind, base_url: String) -> TestApp {
     TestApp::spawn_with(|dir| {
         let mut c = open_config(dir);
         c.providers = vec![ProviderConfig {

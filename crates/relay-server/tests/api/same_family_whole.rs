@@ -8,11 +8,11 @@
 use std::sync::{Arc, Mutex};
 
 use axum::routing::post;
-use relay_server::config::{ModelConfig, ProviderConfig, ProviderKind};
+use relay_server::config::ProviderKind;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, open_config};
+use crate::same_family_bytes::relay;
 
 /// What the provider was last sent.
 type Seen = Arc<Mutex<Option<Value>>>;
@@ -38,26 +38,6 @@ async fn upstream(route: &'static str, answer: &'static str) -> (String, Seen) {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (format!("http://{addr}"), seen)
-}
-
-/// A relay whose one model `m` is a `kind` provider at `base_url`, its records written at once.
-async fn relay(kind: ProviderKind, base_url: String) -> TestApp {
-    TestApp::spawn_with(|dir| {
-        let mut c = open_config(dir);
-        c.providers = vec![ProviderConfig {
-            base_url: Some(base_url),
-            ..ProviderConfig::new("p", kind)
-        }];
-        c.models = vec![ModelConfig {
-            name: "m".into(),
-            provider: "p".into(),
-            upstream: "up".into(),
-            ..Default::default()
-        }];
-        c.usage.flush_ms = 5;
-        c
-    })
-    .await
 }
 
 async fn whole(res: reqwest::Response) -> String {

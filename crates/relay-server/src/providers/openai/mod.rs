@@ -117,11 +117,8 @@ impl Provider for OpenAiProvider {
         );
         let body = body.json()?;
         if whole::whole_for(&request, self.kind()) {
-            let response = self
-                .endpoint
-                .post_sse(url, body, &[whole::ACCEPT_JSON])
-                .await?;
-            return whole::answer(response, Normaliser::new(), whole::chat).await;
+            let (normaliser, replay) = (Normaliser::new(), whole::chat);
+            return whole::fetch(&self.endpoint, url, body, &[], normaliser, replay).await;
         }
         let response = self.endpoint.post_sse(url, body, &[]).await?;
         let raw = passthrough::raw_for(&request, self.kind());
