@@ -143,7 +143,7 @@ pub struct AnthropicErrorBody {
     ),
     request_body = MessagesRequest,
     responses(
-        (status = 200, description = "A `message`, or with `stream: true` SSE events `message_start`, `content_block_start`/`delta`/`stop` (text, thinking ended by `signature_delta`, tool_use), `message_delta` with the cache counts, `message_stop` (and `ping`); a failure after `message_start` is an `error` event. `x-relay-note-ids` lists the injected notes.",
+        (status = 200, description = "A `message`, or with `stream: true` SSE events `message_start`, `content_block_start`/`delta`/`stop` (text, thinking ended by `signature_delta`, tool_use), `message_delta` with the cache counts, `message_stop` (and `ping`); a failure after `message_start` is an `error` event. `x-relay-note-ids` lists the injected notes. Answered by an `anthropic` provider (the client's own API family), the body or the events are that provider's own, byte for byte.",
             body = MessageOut, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
         super::doc::MessagesErrors,
     ))]

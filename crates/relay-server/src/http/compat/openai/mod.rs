@@ -156,7 +156,7 @@ pub struct OpenAiErrorBody {
     ),
     request_body = ChatCompletionRequest,
     responses(
-        (status = 200, description = "A `chat.completion`, or with `stream: true` SSE `chat.completion.chunk`s then `data: [DONE]`; a failure after the first chunk is a `data: {error}` chunk. `x-relay-note-ids` lists the injected notes.",
+        (status = 200, description = "A `chat.completion`, or with `stream: true` SSE `chat.completion.chunk`s then `data: [DONE]`; a failure after the first chunk is a `data: {error}` chunk. `x-relay-note-ids` lists the injected notes. Answered by an `openai` provider (the client's own API family), the body or the events are that provider's own, byte for byte.",
             body = ChatCompletion, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
         super::doc::ChatErrors,
     ))]

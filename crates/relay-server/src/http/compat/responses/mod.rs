@@ -88,7 +88,7 @@ impl Door for Responses {
     ),
     request_body = ResponsesRequest,
     responses(
-        (status = 200, description = "A `response` object, or with `stream: true` SSE events `response.created`, `response.in_progress`, per output item `response.output_item.added`/`.done` with its `output_text`, `reasoning_summary_text`, `function_call_arguments` or `custom_tool_call_input` deltas, then exactly one of `response.completed`, `response.incomplete`, `response.failed`; every event has a rising `sequence_number`. `x-relay-note-ids` lists the injected notes.",
+        (status = 200, description = "A `response` object, or with `stream: true` SSE events `response.created`, `response.in_progress`, per output item `response.output_item.added`/`.done` with its `output_text`, `reasoning_summary_text`, `function_call_arguments` or `custom_tool_call_input` deltas, then exactly one of `response.completed`, `response.incomplete`, `response.failed`; every event has a rising `sequence_number`. `x-relay-note-ids` lists the injected notes. Answered by an `openai_responses` provider (the client's own API family), the body or the events are that provider's own, byte for byte.",
             body = Object, headers(("x-relay-note-ids" = String, description = "Ids of the injected notes, comma-separated"))),
         super::doc::ResponsesErrors,
     ))]
