@@ -88,6 +88,14 @@ impl Content {
             Self::Parts(parts) => parts.iter().map(|p| p.text.as_str()).collect(),
         }
     }
+
+    /// As `text`, taking the content: a plain text is moved, not copied.
+    pub fn into_text(self) -> String {
+        match self {
+            Self::Text(t) => t,
+            Self::Parts(parts) => parts.iter().map(|p| p.text.as_str()).collect(),
+        }
+    }
 }
 
 /// A content part; only `text` parts exist.
@@ -115,12 +123,17 @@ pub enum MessageToolCall {
 impl MessageToolCall {
     /// The call in the flat form.
     pub fn flat(&self) -> ToolCall {
+        self.clone().into_flat()
+    }
+
+    /// As `flat`, taking the call: its strings are moved, not copied.
+    pub fn into_flat(self) -> ToolCall {
         match self {
-            Self::Flat(c) => c.clone(),
+            Self::Flat(c) => c,
             Self::Nested(n) => ToolCall {
-                id: n.id.clone(),
-                name: n.function.name.clone(),
-                arguments: n.function.arguments.clone(),
+                id: n.id,
+                name: n.function.name,
+                arguments: n.function.arguments,
             },
         }
     }

@@ -57,10 +57,11 @@ pub async fn stream_leg(
     // validation; quota and budget are decided once, at admission (`Legs::open`).
     let legs = state.legs();
     legs.rate_limit(&caller).await?;
-    let leg = legs::validate(&body)?;
+    let model = body.model.clone();
+    let leg = legs::validate(body)?;
     let request_id = crate::http::extract::request_id(&headers);
     let opened = legs
-        .open(&caller, request_id, body.model.as_deref(), leg, arrived)
+        .open(&caller, request_id, model.as_deref(), leg, arrived)
         .await?;
     Ok(ndjson(opened.events))
 }

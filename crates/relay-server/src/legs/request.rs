@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use relay_wire::agent::{AgentRequest, MessageRole};
+use relay_wire::agent::{AgentRequest, Message, MessageRole};
 use relay_wire::tools::{ToolDef, gate};
 use sha2::{Digest, Sha256};
 
@@ -165,20 +165,26 @@ struct Conversation {
     prompt_estimate: u64,
 }
 
-fn conversation(req: &AgentRequest) -> Result<Conversation, ApiError> {
-    if req.messages.is_empty() {
+/// The messages are taken (their texts moved into the leg's, not copied); `max_tokens` and
+/// `temperature` are the request's.
+fn conversation(
+    req_messages: Vec<Message>,
+    max_tokens: Option<u32>,
+    temperature: Option<f64>,
+) -> Result<Conversation, ApiError> {
+    if req_messages.is_empty() {
         return Err(bad("messages must not be empty"));
     }
     let mut system: Vec<String> = Vec::new();
-    let mut messages = Vec::with_capacity(req.messages.len());
+    let mut messages = Vec::with_capacity(req_messages.len());
     let mut calls_seen: HashSet<String> = HashSet::new();
     let mut first_user_text: Option<String> = None;
-    for (i, m) in req.messages.iter().enumerate() {
+    for (i, m) in req_messages.into_iter().enumerate() {
         let at = |what: &str| format!("messages[{i}]: {what}");
         if m.tool_calls.is_some() && m.role != MessageRole::Assistant {
             return Err(bad(at("only assistant messages carry tool_calls")));
         }
-        let text = m.content.as_ref().map(relay_wire::agent::Content::text);
+        let text = m.content.map(relay_wire::agent::Content::into_text);
         match m.role {
             MessageRole::System => {
                 system.push(text.ok_or_else(|| bad(at("a system message needs content")))?);
@@ -190,8 +196,8 @@ fn conversation(req: &AgentRequest) -> Result<Conversation, ApiError> {
             }
             MessageRole::Assistant => {
                 let mut tool_calls = Vec::new();
-                for (j, call) in m.tool_calls.iter().flatten().enumerate() {
-                    let c = call.flat();
+                for (j, call) in m.tool_calls.into_iter().flatten().enumerate() {
+                    let c = call.into_flat();
                     if c.id.is_empty() || !valid_tool_name(&c.name) {
                         return Err(bad(at(&format!(
                             "tool_calls[{j}] needs an id and a valid name"
@@ -226,15 +232,14 @@ fn conversation(req: &AgentRequest) -> Result<Conversation, ApiError> {
             MessageRole::Tool => {
                 let id = m
                     .tool_call_id
-                    .as_deref()
                     .ok_or_else(|| bad(at("a tool message needs tool_call_id")))?;
-                if !calls_seen.contains(id) {
+                if !calls_seen.contains(&id) {
                     return Err(bad(at(&format!(
                         "tool_call_id `{id}` matches no tool call of an earlier assistant message"
                     ))));
                 }
                 messages.push(ChatMessage::Tool {
-                    tool_call_id: id.to_owned(),
+                    tool_call_id: id,
                     content: text.unwrap_or_default(),
                 });
             }
@@ -245,10 +250,10 @@ fn conversation(req: &AgentRequest) -> Result<Conversation, ApiError> {
             "messages need at least one user, assistant or tool message",
         ));
     }
-    if req.max_tokens == Some(0) {
+    if max_tokens == Some(0) {
         return Err(bad("max_tokens must be at least 1"));
     }
-    if let Some(t) = req.temperature
+    if let Some(t) = temperature
         && !(0.0..=2.0).contains(&t)
     {
         return Err(bad("temperature must be between 0 and 2"));
@@ -263,8 +268,9 @@ fn conversation(req: &AgentRequest) -> Result<Conversation, ApiError> {
 }
 
 /// A native leg (`POST /v1/agent/stream`), validated once at the boundary.
-pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
-    let c = conversation(req)?;
+pub fn validate(mut req: AgentRequest) -> Result<ValidLeg, ApiError> {
+    let messages = std::mem::take(&mut req.messages);
+    let c = conversation(messages, req.max_tokens, req.temperature)?;
     check_tools(&req.tools)?;
     let tools = gate(req.tool_role, &req.tools)
         .into_iter()
@@ -278,7 +284,7 @@ pub fn validate(req: &AgentRequest) -> Result<ValidLeg, ApiError> {
         temperature: req.temperature,
         stop: Vec::new(),
         tool_choice: None,
-        project_id: project_of(req)?,
+        project_id: project_of(&req)?,
         first_user_text: c.first_user_text,
         passthrough: None,
         cache_key: None,
@@ -311,7 +317,11 @@ pub struct DoorCall {
 /// A compatible door's leg, validated once with everything it carries: nothing is derived and
 /// then overwritten.
 pub fn validate_door(leg: DoorLeg, call: DoorCall) -> Result<ValidLeg, ApiError> {
-    let c = conversation(&leg.conversation)?;
+    let c = conversation(
+        leg.conversation.messages,
+        leg.conversation.max_tokens,
+        leg.conversation.temperature,
+    )?;
     check_tools(&leg.tools)?;
     Ok(ValidLeg {
         system: c.system,
@@ -391,11 +401,11 @@ mod tests {
             {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{\"pattern\":\"x\"}"}}]},
             {"role": "tool", "tool_call_id": "c1", "content": "found"}
         ]}));
-        assert!(validate(&ok).is_ok());
+        assert!(validate(ok).is_ok());
         let orphan = req(json!({"messages": [
             {"role": "user", "content": "hi"},
             {"role": "tool", "tool_call_id": "c9", "content": "found"}
         ]}));
-        assert!(validate(&orphan).unwrap_err().message.contains("c9"));
+        assert!(validate(orphan).unwrap_err().message.contains("c9"));
     }
 }

@@ -176,7 +176,7 @@ async fn wire_events(opened: super::Opened) -> Vec<AgentEvent> {
 async fn a_leg_falls_back_past_an_unreachable_model_and_takes_one_unit() {
     let f = fixture().await;
     let caller = Caller::User(f.user(5).await);
-    let leg = validate(&says("hello")).unwrap();
+    let leg = validate(says("hello")).unwrap();
     let opened = f
         .legs
         .open(&caller, "r1".into(), Some("auto"), leg, Instant::now())
@@ -203,7 +203,7 @@ async fn a_leg_falls_back_past_an_unreachable_model_and_takes_one_unit() {
 async fn a_leg_no_model_answers_costs_nothing() {
     let f = fixture().await;
     let caller = Caller::User(f.user(5).await);
-    let leg = validate(&says("hello")).unwrap();
+    let leg = validate(says("hello")).unwrap();
     let err = f
         .legs
         .open(&caller, "r2".into(), Some("down"), leg, Instant::now())
@@ -224,7 +224,7 @@ async fn a_spent_quota_is_refused_before_any_model_and_stopping_ends_an_open_leg
             &caller,
             "r3".into(),
             Some("demo"),
-            validate(&says("first")).unwrap(),
+            validate(says("first")).unwrap(),
             Instant::now(),
         )
         .await
@@ -235,7 +235,7 @@ async fn a_spent_quota_is_refused_before_any_model_and_stopping_ends_an_open_leg
             &caller,
             "r4".into(),
             Some("demo"),
-            validate(&says("second")).unwrap(),
+            validate(says("second")).unwrap(),
             Instant::now(),
         )
         .await
@@ -310,5 +310,5 @@ fn a_door_leg_is_validated_once_with_what_it_carries_and_names_its_door() {
     let err = validate_door(door_leg(vec![bad]), call()).unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidRequest, "{}", err.message);
     // A native leg carries no client body and comes by the agent route.
-    assert_eq!(validate(&says("hello")).unwrap().door(), Door::Agent);
+    assert_eq!(validate(says("hello")).unwrap().door(), Door::Agent);
 }
