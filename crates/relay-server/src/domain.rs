@@ -145,6 +145,11 @@ impl Door {
             Self::Responses => Some("openai_responses"),
         }
     }
+
+    /// Whether a provider of `kind` speaks this door's API (the same family).
+    pub fn spoken_by(self, kind: &str) -> bool {
+        self.provider_kind() == Some(kind)
+    }
 }
 
 #[cfg(test)]

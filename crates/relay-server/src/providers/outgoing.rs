@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use bytes::Bytes;
-use serde::ser::SerializeMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -62,16 +61,6 @@ pub struct Outgoing<'a> {
     raw: Option<&'a RawBody>,
 }
 
-impl serde::Serialize for Outgoing<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.fields.len()))?;
-        for (key, value) in &self.fields {
-            map.serialize_entry(key, value)?;
-        }
-        map.end()
-    }
-}
-
 impl<'a> Outgoing<'a> {
     /// The client's body, borrowed.
     pub fn borrowed(body: &'a Map<String, Value>) -> Self {
@@ -105,7 +94,7 @@ impl<'a> Outgoing<'a> {
     /// The body to send.
     pub fn json(&self) -> Result<Vec<u8>, super::ProviderError> {
         self.to_vec()
-            .map_err(|_| super::ProviderError::Connect("the request could not be sent".into()))
+            .map_err(super::transport::endpoint::unsendable)
     }
 
     /// The body's JSON: a borrowed field as the client's own bytes where they are known, every

@@ -31,7 +31,7 @@ pub struct Passthrough {
 impl Passthrough {
     /// The client's body for a provider of `kind`, when that provider speaks the client's family.
     pub fn for_kind(&self, kind: &str) -> Option<&Map<String, Value>> {
-        (self.door.provider_kind() == Some(kind)).then_some(&self.body)
+        self.door.spoken_by(kind).then_some(&self.body)
     }
 
     /// The client's body as a provider of `kind` is sent it, when that provider speaks the

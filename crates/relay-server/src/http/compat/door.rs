@@ -112,9 +112,7 @@ async fn run<D: Door>(
     let chain = super::chain(&state, client.get("model").and_then(Value::as_str));
     // Where a model of the chain speaks the client's family, the body's bytes are kept: that
     // provider is sent the fields Relay leaves alone as the client sent them.
-    let same_family = chain
-        .iter()
-        .any(|m| D::DOOR.provider_kind() == Some(m.provider.kind()));
+    let same_family = chain.iter().any(|m| D::DOOR.spoken_by(m.provider.kind()));
     let mut bytes = if same_family {
         RawBody::of(body)
     } else {

@@ -153,8 +153,13 @@ impl Endpoint {
 
 /// A request body as JSON.
 pub fn json(body: &impl Serialize) -> Result<Vec<u8>, ProviderError> {
-    serde_json::to_vec(body)
-        .map_err(|_| ProviderError::Connect("the request could not be sent".into()))
+    serde_json::to_vec(body).map_err(unsendable)
+}
+
+/// A body that could not be written as JSON (the error's text stays out of it: it may quote the
+/// body).
+pub fn unsendable(_: serde_json::Error) -> ProviderError {
+    ProviderError::Connect("the request could not be sent".into())
 }
 
 /// One of the adapters' own header names (never a caller's).
